@@ -1,0 +1,353 @@
+"""The ten problems of the chapter: their data, and every answer as a function of it.
+
+``load_data()`` returns the reference data (``reference_data.yaml`` beside this
+file); ``load_data(path)`` merges a variant file over it, so a variant needs only
+the numbers that change. ``answer_key(data)`` computes every numeric answer under
+an id ``p<problem>.<part>.<name>``; ``python -m rbtutor key`` prints it.
+
+Examples
+--------
+>>> key = answer_key()
+>>> round(key["p3.b.K"].value)
+2160000
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .._checks import as_array
+from ..inertia import box_inertia, inertia_from_gyration, products_of_inertia
+from ..kinematics import point_acceleration
+from ..rigid_body import RigidBody, shift_load
+from ..simulation import simulate
+from ..torque_free import sign_change_times, spin_stability
+
+REFERENCE_DATA = Path(__file__).with_name("reference_data.yaml")
+
+
+class Answer(NamedTuple):
+    """One answer: its value (float, string or array) and its unit."""
+
+    value: object
+    unit: str
+
+
+def _merge(base: dict, override: dict, where: str = "") -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if key not in base:
+            raise ValueError(f"unknown problem data key {where}{key!r}; expected one of {sorted(base)}")
+        if isinstance(base[key], dict):
+            if not isinstance(value, dict):
+                raise ValueError(f"expected a mapping for {where}{key}, got {value!r}")
+            merged[key] = _merge(base[key], value, f"{where}{key}.")
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_yaml(text: str):
+    """Parse YAML, reading ``6.0e6`` and ``1e-3`` as floats (PyYAML alone keeps them as strings)."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+        list("-+0123456789."),
+    )
+    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+def load_data(path=None) -> dict:
+    """The problem data: the reference data, with a variant YAML file merged over it."""
+    data = read_yaml(REFERENCE_DATA.read_text())
+    if path is not None:
+        variant = read_yaml(Path(path).read_text()) or {}
+        if not isinstance(variant, dict):
+            raise ValueError(f"expected a mapping at the top of {path}, got {type(variant).__name__}")
+        data = _merge(data, variant)
+    return data
+
+
+def vessel(data: dict) -> RigidBody:
+    """The supply vessel of Problem 1 about O."""
+    v = data["vessel"]
+    p = v["products_of_inertia_g"]
+    inertia_g = inertia_from_gyration(v["mass"], v["radii_of_gyration"], p["xy"], p["xz"], p["yz"])
+    return RigidBody(v["mass"], v["r_g"], inertia_g)
+
+
+def loaded_vessel(data: dict) -> RigidBody:
+    """The vessel with the module of Problem 9 held as a point mass."""
+    return vessel(data).with_point_masses([data["load"]["mass"]], [data["load"]["position"]])
+
+
+def steady_heel(body: RigidBody, nu, gm: float, g: float) -> tuple[float, float]:
+    """Roll moment needed for the steady motion ``nu`` and the heel that supplies it (Problem 3).
+
+    The moment comes from the roll row of ``C_RB(nu) nu`` (nothing accelerates), and
+    the heel from ``-m g GM phi = K``. Returns ``(K, phi)`` in N m and rad.
+    """
+    roll_moment = float(body.coriolis_forces(nu)[3])
+    return roll_moment, -roll_moment / (body.mass * g * gm)
+
+
+_DOF = ("surge", "sway", "heave", "roll", "pitch", "yaw")
+
+
+def problem1(data: dict) -> dict[str, Answer]:
+    body = vessel(data)
+    m_rb = body.mass_matrix()
+    io = products_of_inertia(body.inertia_o)
+    key = {
+        "p1.a.I_G": Answer(body.inertia_g, "kg m^2"),
+        "p1.a.I_O": Answer(body.inertia_o, "kg m^2"),
+        "p1.a.I_x_O": Answer(body.inertia_o[0, 0], "kg m^2"),
+        "p1.a.I_y_O": Answer(body.inertia_o[1, 1], "kg m^2"),
+        "p1.a.I_z_O": Answer(body.inertia_o[2, 2], "kg m^2"),
+        "p1.a.I_xz_O": Answer(io["xz"], "kg m^2"),
+        "p1.b.M_RB": Answer(m_rb, "kg, kg m, kg m^2"),
+        "p1.b.max_asymmetry": Answer(float(np.max(np.abs(m_rb - m_rb.T))), "kg m^2"),
+    }
+    eig = np.linalg.eigvalsh(m_rb)
+    key["p1.c.eig_min"] = Answer(eig[0], "kg or kg m^2")
+    key["p1.c.eig_max"] = Answer(eig[-1], "kg or kg m^2")
+    ratios = {}
+    for i in range(3):
+        for j in range(3, 6):
+            if m_rb[i, j] != 0.0:
+                name = f"{_DOF[i]}_{_DOF[j]}"
+                key[f"p1.d.coupling_{name}"] = Answer(abs(m_rb[i, j]), "kg m")
+                ratios[name] = abs(m_rb[i, j]) / math.sqrt(m_rb[i, i] * m_rb[j, j])
+    strongest = max(ratios, key=ratios.get)
+    key["p1.d.strongest_pair"] = Answer(strongest.replace("_", "-"), "")
+    key["p1.d.max_coupling_ratio"] = Answer(ratios[strongest], "1")
+    return key
+
+
+def problem2(data: dict) -> dict[str, Answer]:
+    s = data["sensor"]
+    r_p = as_array("sensor.r_p", s["r_p"], (3,))
+    nu, nu_dot = as_array("sensor.nu", s["nu"], (6,)), as_array("sensor.nu_dot", s["nu_dot"], (6,))
+    a_o = point_acceleration([0.0, 0.0, 0.0], nu, nu_dot)
+    a_p = point_acceleration(r_p, nu, nu_dot)
+    euler_term = np.cross(nu_dot[3:], r_p)
+    centripetal = np.cross(nu[3:], np.cross(nu[3:], r_p))
+    rot = a_p - a_o
+    turn = np.array([s["turn_u"], 0, 0, 0, 0, s["turn_r"]], dtype=float)
+    a_turn = point_acceleration(r_p, turn, np.zeros(6))
+    g = data["constants"]["g"]
+    return {
+        "p2.b.a_O": Answer(a_o, "m/s^2"),
+        "p2.b.a_rot": Answer(rot, "m/s^2"),
+        "p2.b.a_P": Answer(a_p, "m/s^2"),
+        "p2.b.a_rot_norm": Answer(np.linalg.norm(rot), "m/s^2"),
+        "p2.b.a_O_norm": Answer(np.linalg.norm(a_o), "m/s^2"),
+        "p2.b.rot_fraction": Answer(np.linalg.norm(rot) / np.linalg.norm(a_p), "1"),
+        "p2.b.rot_to_origin_ratio": Answer(np.linalg.norm(rot) / np.linalg.norm(a_o), "1"),
+        "p2.c.a_P_z": Answer(a_p[2], "m/s^2"),
+        "p2.c.error": Answer(a_p[2] - nu_dot[2], "m/s^2"),
+        "p2.c.error_fraction": Answer((a_p[2] - nu_dot[2]) / nu_dot[2], "1"),
+        "p2.c.euler_term_z": Answer(euler_term[2], "m/s^2"),
+        "p2.c.centripetal_term_z": Answer(centripetal[2], "m/s^2"),
+        "p2.d.a_P": Answer(a_turn, "m/s^2"),
+        "p2.d.lateral": Answer(a_turn[1], "m/s^2"),
+        "p2.d.lateral_g": Answer(a_turn[1] / g, "g"),
+    }
+
+
+def problem3(data: dict) -> dict[str, Answer]:
+    body, t, g = vessel(data), data["turn"], data["constants"]["g"]
+    k, phi = steady_heel(body, t["nu"], t["gm"], g)
+    raised = RigidBody(body.mass, [body.r_g[0], body.r_g[1], t["z_g_raised"]], body.inertia_g)
+    k_raised, phi_raised = steady_heel(raised, t["nu"], t["gm"], g)
+    return {
+        "p3.b.K": Answer(k, "N m"),
+        "p3.c.phi_rad": Answer(phi, "rad"),
+        "p3.c.phi_deg": Answer(math.degrees(phi), "deg"),
+        "p3.d.K": Answer(k_raised, "N m"),
+        "p3.d.phi_deg": Answer(math.degrees(phi_raised), "deg"),
+    }
+
+
+def problem4(data: dict) -> dict[str, Answer]:
+    body = vessel(data)
+    nu = as_array("sensor.nu", data["sensor"]["nu"], (6,))
+    tau = as_array("power.tau", data["power"]["tau"], (6,))
+    c = body.coriolis_matrix(nu)
+    nu_dot = body.accelerations(nu, tau)
+    power = float(nu @ tau)
+    power_m = float(nu @ body.mass_matrix() @ nu_dot)
+    flipped = c.copy()
+    flipped[3:, :3] *= -1.0
+    return {
+        "p4.b.nuCnu": Answer(float(nu @ c @ nu), "W"),
+        "p4.d.power": Answer(power, "W"),
+        "p4.d.power_from_M": Answer(power_m, "W"),
+        "p4.d.rel_diff": Answer(abs(power - power_m) / abs(power), "1"),
+        "p4.e.max_C_plus_CT": Answer(float(np.max(np.abs(flipped + flipped.T))), "kg m/s and kg m^2/s"),
+        "p4.e.spurious_power": Answer(float(nu @ flipped @ nu), "W"),
+    }
+
+
+def problem5(data: dict) -> dict[str, Answer]:
+    body = vessel(data)
+    nu = as_array("turn.nu", data["turn"]["nu"], (6,))
+    tau = body.forces(nu, np.zeros(6))
+    c_nu = body.coriolis_matrix(nu) @ nu
+    key = {"p5.a.nu_dot": Answer(np.zeros(6), "m/s^2, rad/s^2")}
+    for k, (name, unit) in enumerate(zip("XYZKMN", ["N"] * 3 + ["N m"] * 3, strict=True)):
+        key[f"p5.c.{name}"] = Answer(tau[k], unit)
+    key["p5.c.C_check"] = Answer(float(np.max(np.abs(c_nu - tau))), "N, N m")
+    return key
+
+
+def problem6(data: dict) -> dict[str, Answer]:
+    body = vessel(data)
+    m_rb = body.mass_matrix()
+    nu_dot = body.accelerations(np.zeros(6), data["tow"]["tau"])
+    pure = np.zeros(6)
+    pure[0] = nu_dot[0]
+    needed = m_rb @ pure
+    return {
+        "p6.b.nu_dot": Answer(nu_dot, "m/s^2, rad/s^2"),
+        "p6.b.w_dot": Answer(nu_dot[2], "m/s^2"),
+        "p6.b.q_dot": Answer(nu_dot[4], "rad/s^2"),
+        "p6.b.q_dot_deg": Answer(math.degrees(nu_dot[4]), "deg/s^2"),
+        "p6.c.m_z_G": Answer(m_rb[0, 4], "kg m"),
+        "p6.c.minus_m_x_G": Answer(m_rb[2, 4], "kg m"),
+        "p6.d.X": Answer(needed[0], "N"),
+        "p6.d.M": Answer(needed[4], "N m"),
+    }
+
+
+def problem7(data: dict) -> dict[str, Answer]:
+    body = vessel(data)
+    force = as_array("crane.force", data["crane"]["force"], (3,))
+    point = as_array("crane.point", data["crane"]["point"], (3,))
+    tau_o = np.concatenate([force, np.cross(point, force)])
+    tau_g = shift_load(tau_o, body.r_g)
+    moment_g = np.cross(point - body.r_g, force)
+    at_g = body.at_g()
+    nu_dot = body.accelerations(np.zeros(6), tau_o)
+    nu_dot_g = at_g.accelerations(np.zeros(6), tau_g)
+    a_g_from_o = nu_dot[:3] + np.cross(nu_dot[3:], body.r_g)
+    return {
+        "p7.a.M_O": Answer(tau_o[3:], "N m"),
+        "p7.a.M_G": Answer(moment_g, "N m"),
+        "p7.a.r_G_x_F": Answer(np.cross(body.r_g, force), "N m"),
+        "p7.a.max_discrepancy": Answer(float(np.max(np.abs(tau_g[3:] - moment_g))), "N m"),
+        "p7.b.nu_dot": Answer(nu_dot, "m/s^2, rad/s^2"),
+        "p7.b.a_O": Answer(nu_dot[:3], "m/s^2"),
+        "p7.b.alpha": Answer(nu_dot[3:], "rad/s^2"),
+        "p7.c.nu_dot_G": Answer(nu_dot_g, "m/s^2, rad/s^2"),
+        "p7.c.a_G": Answer(nu_dot_g[:3], "m/s^2"),
+        "p7.c.alpha_G": Answer(nu_dot_g[3:], "rad/s^2"),
+        "p7.d.max_alpha_diff": Answer(float(np.max(np.abs(nu_dot[3:] - nu_dot_g[3:]))), "rad/s^2"),
+        "p7.d.a_G_from_O": Answer(a_g_from_o, "m/s^2"),
+        "p7.d.residual": Answer(float(np.max(np.abs(a_g_from_o - nu_dot_g[:3]))), "m/s^2"),
+        "p7.e.F_over_m": Answer(force / body.mass, "m/s^2"),
+    }
+
+
+def problem8(data: dict) -> dict[str, Answer]:
+    mod = data["module"]
+    inertia = box_inertia(mod["mass"], mod["dimensions"]).diagonal()
+    stability = {s.axis: s for s in spin_stability(inertia, mod["spin_rate"])}
+    flips = sign_change_times(inertia, mod["omega0"], mod["t_end"], component=1)
+    from scipy.integrate import solve_ivp
+
+    from ..torque_free import euler_equations
+
+    sol = solve_ivp(lambda t, w: euler_equations(inertia, w), (0.0, mod["t_end"]), mod["omega0"],
+                    method="DOP853", rtol=1e-12, atol=1e-15, dense_output=True)
+    w = sol.sol(np.linspace(0.0, mod["t_end"], 6001))
+    norms = np.linalg.norm(w, axis=0)
+    key = {f"p8.a.I_{axis}": Answer(i, "kg m^2") for axis, i in zip("xyz", inertia, strict=True)}
+    growth = [s for s in stability.values() if s.kind == "growth"]
+    if growth:
+        key["p8.c.growth_rate"] = Answer(growth[0].rate, "1/s")
+        key["p8.c.e_folding_time"] = Answer(growth[0].e_folding_time, "s")
+    for axis in ("x", "z"):
+        if stability[axis].kind == "oscillation":
+            key[f"p8.c.omega_{axis}"] = Answer(stability[axis].rate, "rad/s")
+            key[f"p8.c.period_{axis}"] = Answer(stability[axis].period, "s")
+    key["p8.d.flip_times"] = Answer(flips, "s")
+    if len(flips) > 1:
+        key["p8.d.flip_interval"] = Answer(float(np.mean(np.diff(flips))), "s")
+    key["p8.d.omega_norm_min"] = Answer(float(norms.min()), "rad/s")
+    key["p8.d.omega_norm_max"] = Answer(float(norms.max()), "rad/s")
+    return key
+
+
+def problem9(data: dict) -> dict[str, Answer]:
+    body, loaded = vessel(data), loaded_vessel(data)
+    g, t = data["constants"]["g"], data["turn"]
+    k, phi = steady_heel(loaded, t["nu"], data["load"]["gm"], g)
+    _, phi_unloaded = steady_heel(body, t["nu"], t["gm"], g)
+    return {
+        "p9.a.mass": Answer(loaded.mass, "kg"),
+        "p9.a.mass_increase": Answer(data["load"]["mass"] / body.mass, "1"),
+        "p9.a.load_fraction": Answer(data["load"]["mass"] / body.mass, "1"),
+        "p9.a.r_G": Answer(loaded.r_g, "m"),
+        "p9.a.shift": Answer(loaded.r_g - body.r_g, "m"),
+        "p9.b.I_G": Answer(loaded.inertia_g, "kg m^2"),
+        "p9.b.I_O": Answer(loaded.inertia_o, "kg m^2"),
+        "p9.c.M_RB": Answer(loaded.mass_matrix(), "kg, kg m, kg m^2"),
+        "p9.d.K": Answer(k, "N m"),
+        "p9.d.phi_deg": Answer(math.degrees(phi), "deg"),
+        "p9.d.phi_unloaded_deg": Answer(math.degrees(phi_unloaded), "deg"),
+        "p9.d.heel_ratio": Answer(phi / phi_unloaded, "1"),
+    }
+
+
+def problem10(data: dict) -> dict[str, Answer]:
+    sim = data["simulation"]
+    result = simulate(vessel(data), sim["tau"], sim["t_end"])
+    x = result.final_state
+    track = np.sum(np.linalg.norm(np.diff(
+        simulate(vessel(data), sim["tau"], sim["t_end"], t_eval=np.linspace(0, sim["t_end"], 9001))
+        .position[:, :2], axis=0), axis=1))
+    delta_t = result.kinetic_energy[-1] - result.kinetic_energy[0]
+    return {
+        "p10.b.nu1": Answer(x[0:3], "m/s"),
+        "p10.b.nu2": Answer(x[3:6], "rad/s"),
+        "p10.b.eta1": Answer(x[6:9], "m"),
+        "p10.b.eta2_deg": Answer(np.degrees(x[9:12]), "deg"),
+        "p10.b.displacement": Answer(float(np.hypot(x[6], x[7])), "m"),
+        "p10.b.track_length": Answer(float(track), "m"),
+        "p10.b.heading_change_deg": Answer(math.degrees(x[11]), "deg"),
+        "p10.c.delta_T": Answer(delta_t, "J"),
+        "p10.c.work": Answer(result.work[-1], "J"),
+        "p10.c.rel_diff": Answer(abs(delta_t - result.work[-1]) / abs(result.work[-1]), "1"),
+    }
+
+
+PROBLEMS: tuple[Callable[[dict], dict[str, Answer]], ...] = (
+    problem1, problem2, problem3, problem4, problem5,
+    problem6, problem7, problem8, problem9, problem10,
+)
+
+
+def answer_key(data: dict | None = None, problems=None) -> dict[str, Answer]:
+    """Every numeric answer of the chosen problems (all by default), computed from ``data``."""
+    data = load_data() if data is None else data
+    chosen = range(1, 11) if problems is None else problems
+    key: dict[str, Answer] = {}
+    for number in chosen:
+        if not 1 <= number <= 10:
+            raise ValueError(f"expected problem numbers from 1 to 10, got {number}")
+        key.update(PROBLEMS[number - 1](data))
+    return key
