@@ -1,0 +1,53 @@
+"""`python -m rbtutor key`: formats, variants for another ship, and errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rbtutor.problems import answer_key, load_data, read_yaml
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "rbtutor", *args], capture_output=True, text=True)
+
+
+def test_formats_agree():
+    as_json = json.loads(run("key", "--format", "json", "--problem", "1").stdout)
+    as_yaml = read_yaml(run("key", "--format", "yaml", "--problem", "1").stdout)
+    table = run("key", "--problem", "1").stdout
+    assert as_json == as_yaml
+    assert set(as_json) == {k for k in answer_key(problems=[1])}
+    assert all(name in table for name in as_json)
+
+
+def test_variant_for_another_ship(tmp_path):
+    """A heavier ship with G higher up: the key follows the data, consistently."""
+    variant = tmp_path / "other_ship.yaml"
+    variant.write_text("vessel:\n  mass: 8.0e6\n  r_g: [-1.0, 0.0, -0.5]\nturn:\n  gm: 2.0\n")
+    key = json.loads(run("key", "--data", str(variant), "--format", "json").stdout)
+    reference = answer_key()
+    data = load_data(variant)
+    m, z_g, (u, r), gm = 8.0e6, -0.5, (data["turn"]["nu"][0], data["turn"]["nu"][5]), 2.0
+    assert key["p3.b.K"]["value"] == pytest.approx(-m * z_g * u * r)
+    assert key["p3.c.phi_rad"]["value"] == pytest.approx(z_g * u * r / (9.81 * gm))
+    assert key["p1.b.M_RB"]["value"][0][4] == pytest.approx(m * z_g)
+    assert key["p3.b.K"]["value"] != pytest.approx(reference["p3.b.K"].value)
+    assert key["p8.a.I_x"]["value"] == pytest.approx(reference["p8.a.I_x"].value)  # module unchanged
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("key", "--data", "/no/such/file.yaml"), "No such file"),
+    (("key", "--problem", "12"), "expected problem numbers from 1 to 10"),
+])
+def test_errors_are_reported(args, message):
+    out = run(*args)
+    assert out.returncode == 2 and message in out.stderr
+
+
+def test_bad_variant_value(tmp_path):
+    variant = tmp_path / "bad.yaml"
+    variant.write_text("vessel:\n  mass: -1.0\n")
+    out = run("key", "--data", str(variant))
+    assert out.returncode == 2 and "expected mass > 0" in out.stderr
