@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 
+from . import euler_parameters
 from .inertia import (
     box_inertia,
     check_inertia,
@@ -28,7 +29,6 @@ from .kinematics import (
     skew,
 )
 from .rigid_body import RigidBody, shift_load, shift_velocity
-from . import euler_parameters
 from .simulation import SimulationResult, simulate
 from .torque_free import euler_equations, sign_change_times, spin_stability
 

@@ -63,4 +63,5 @@ def agrees_with_printed(value, printed) -> bool:
     arr = np.asarray(value, dtype=float)
     if arr.shape != np.shape(printed):
         return False
-    return all(agrees_with_printed(v, p) for v, p in zip(arr.reshape(-1), np.ravel(np.array(printed, dtype=object)), strict=True))
+    flat_printed = np.ravel(np.array(printed, dtype=object))
+    return all(agrees_with_printed(v, p) for v, p in zip(arr.reshape(-1), flat_printed, strict=True))

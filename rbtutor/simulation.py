@@ -132,7 +132,7 @@ class SimulationResult:
         return fig
 
 
-def _load_function(tau, n_state: int) -> Callable[[float, np.ndarray], np.ndarray]:
+def _load_function(tau) -> Callable[[float, np.ndarray], np.ndarray]:
     if callable(tau):
         def load(t, x):
             value = np.asarray(tau(t, x), dtype=float)
@@ -197,7 +197,7 @@ def simulate(body: RigidBody, tau, t_end, x0=None, *, attitude: str = "euler_ang
     gain = float(constraint_gain)
 
     if attitude == "euler_angles":
-        load = _load_function(tau, 12)
+        load = _load_function(tau)
 
         def rhs(t, x):
             nu = x[:6]
@@ -212,7 +212,7 @@ def simulate(body: RigidBody, tau, t_end, x0=None, *, attitude: str = "euler_ang
 
         y0 = np.concatenate([x0, [0.0]])
     else:
-        load = _load_function(tau, 13)
+        load = _load_function(tau)
 
         def rhs(t, x):
             nu, q = x[:6], x[9:13]
