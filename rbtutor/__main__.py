@@ -27,6 +27,8 @@ def _table(key) -> str:
     for name, answer in key.items():
         if isinstance(answer.value, str):
             shown = answer.value
+        elif np.ndim(answer.value) == 0:
+            shown = f"{float(answer.value):.6g}"
         else:
             shown = np.array2string(np.asarray(answer.value, dtype=float), precision=6,
                                     max_line_width=200, separator=", ")
