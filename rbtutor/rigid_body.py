@@ -14,7 +14,7 @@ import numpy as np
 
 from ._checks import as_array, as_positive
 from .inertia import check_inertia, parallel_axis
-from .kinematics import point_acceleration, skew
+from .kinematics import _cross, point_acceleration, skew
 
 
 def shift_velocity(nu, offset) -> np.ndarray:
@@ -117,11 +117,13 @@ class RigidBody:
         Here ``a = m (v + w x r_G)`` is the linear momentum and
         ``b = m r_G x v + I_O w`` the angular momentum about O.
         """
-        nu = as_array("nu", nu, (6,))
+        return self._coriolis_forces(as_array("nu", nu, (6,)))
+
+    def _coriolis_forces(self, nu: np.ndarray) -> np.ndarray:
         v, w = nu[:3], nu[3:]
-        a = self.mass * (v + np.cross(w, self.r_g))
-        b = self.mass * np.cross(self.r_g, v) + self.inertia_o @ w
-        return np.concatenate([np.cross(w, a), np.cross(v, a) + np.cross(w, b)])
+        a = self.mass * (v + _cross(w, self.r_g))
+        b = self.mass * _cross(self.r_g, v) + self.inertia_o @ w
+        return np.concatenate([_cross(w, a), _cross(v, a) + _cross(w, b)])
 
     def kinetic_energy(self, nu) -> float:
         """Kinetic energy ``T = nu^T M_RB nu / 2`` in J (Problem 1c)."""
@@ -142,7 +144,7 @@ class RigidBody:
         ndarray, shape (6,), m/s^2 and rad/s^2
         """
         tau = as_array("tau", tau, (6,))
-        return self._mass_inverse @ (tau - self.coriolis_forces(nu))
+        return self._mass_inverse @ (tau - self._coriolis_forces(as_array("nu", nu, (6,))))
 
     def forces(self, nu, nu_dot) -> np.ndarray:
         """Inverse dynamics: ``tau = M_RB nu_dot + C_RB(nu) nu`` (eq-eom-matrix-form)."""

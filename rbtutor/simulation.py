@@ -193,7 +193,7 @@ def simulate(body: RigidBody, tau, t_end, x0=None, *, attitude: str = "euler_ang
     t_end = as_positive("t_end", t_end)
     x0 = np.zeros(12) if x0 is None else as_array("x0", x0, (12,))
     mass_inverse = body._mass_inverse
-    coriolis = body.coriolis_forces
+    coriolis = body._coriolis_forces
     gain = float(constraint_gain)
 
     if attitude == "euler_angles":

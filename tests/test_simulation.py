@@ -41,8 +41,8 @@ def test_callable_load_equals_constant(ship, runs):
 def test_wrong_integration_is_detected(ship, runs):
     """The energy identity sees a Coriolis sign error (Problem 4e): the check can fail."""
     class Broken(rbtutor.RigidBody):
-        def coriolis_forces(self, nu):
-            f = super().coriolis_forces(nu)
+        def _coriolis_forces(self, nu):
+            f = super()._coriolis_forces(nu)
             momentum = self.mass * (nu[:3] + np.cross(nu[3:], self.r_g))
             return np.concatenate([f[:3], f[3:] - 2 * np.cross(nu[:3], momentum)])
 
