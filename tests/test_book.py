@@ -1,0 +1,357 @@
+"""The course book builds without network, and its pages work in a browser without network.
+
+The build runs once per session (fixture `built_book`, in conftest.py). The browser
+checks load every built page from file:// in a headless Chromium that sits in its own
+network namespace, and read the result through the DevTools protocol: the typeset DOM,
+every network request and its outcome, and every console message and uncaught error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from conftest import ARTIFACTS, JB_BUILD_ARGS, OFFLINE, ROOT, toc_pages
+
+TOC_PAGES = toc_pages()
+# Pages whose screenshots are kept in test-artifacts/ for a human to look at.
+SCREENSHOT_PAGES = ["book/intro", "book/chapter/complete"]
+# Text that must not survive typesetting: TeX delimiters and environments.
+RAW_TEX = ["\\begin", "\\[", "\\(", "$$"]
+LOCAL_SCHEMES = {"file", "data", "blob", "about"}
+
+
+def built_pages(html_dir: Path) -> list[Path]:
+    """Every HTML page of the site (not the theme's template fragments in _static/)."""
+    return sorted(
+        p for p in html_dir.rglob("*.html")
+        if not p.relative_to(html_dir).parts[0].startswith(("_static", "_sources"))
+    )
+
+
+def is_external(url: str) -> bool:
+    url = url.strip()
+    return url.startswith("//") or urlsplit(url).scheme in {"http", "https", "ftp", "ws", "wss"}
+
+
+# --------------------------------------------------------------------------- build
+
+
+def test_book_builds_offline(built_book: Path):
+    """The build succeeded (offline when possible) and every _toc.yml page has its HTML."""
+    assert (built_book / "index.html").is_file()
+    missing = [doc for doc in TOC_PAGES if not (built_book / f"{doc}.html").is_file()]
+    assert not missing, f"pages in _toc.yml without HTML: {missing}"
+    if not OFFLINE:
+        pytest.skip("built, but not offline: `unshare -n` is not available here")
+
+
+def test_makefile_builds_the_same_way():
+    """`make book` and the test fixture run the same jupyter-book command."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    match = re.search(r"^JB_BUILD\s*:=\s*(.+)$", makefile, re.MULTILINE)
+    assert match, "JB_BUILD not found in Makefile"
+    assert match.group(1).split() == ["jb", *JB_BUILD_ARGS]
+
+
+# ------------------------------------------------------------- static HTML and CSS
+
+
+class _ResourceCollector(HTMLParser):
+    """Collect the URLs a browser would fetch by itself (not <a href> links)."""
+
+    # rel values of <link> that a browser does not fetch
+    NOT_FETCHED = {"canonical", "alternate", "author", "license", "help", "index", "search",
+                   "next", "prev", "top", "up", "bookmark", "me"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.urls: list[tuple[str, str]] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: (v or "") for k, v in attrs}
+        if tag == "script" and a.get("src"):
+            self.urls.append(("script", a["src"]))
+        elif tag == "link" and a.get("href"):
+            rels = set(a.get("rel", "").lower().split())
+            if not rels or not rels <= self.NOT_FETCHED:
+                self.urls.append((f"link rel={a.get('rel', '')}", a["href"]))
+        elif tag in {"img", "source", "iframe", "embed", "video", "audio", "track", "input"}:
+            for key in ("src", "poster"):
+                if a.get(key):
+                    self.urls.append((tag, a[key]))
+            for part in a.get("srcset", "").split(","):
+                if part.strip():
+                    self.urls.append((f"{tag} srcset", part.split()[0]))
+        elif tag == "object" and a.get("data"):
+            self.urls.append(("object", a["data"]))
+        elif tag == "image":  # SVG
+            for key in ("href", "xlink:href"):
+                if a.get(key):
+                    self.urls.append(("svg image", a[key]))
+        if a.get("style"):
+            self.urls.extend(("style attribute", u) for u in css_urls(a["style"]))
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        if tag == "style":
+            self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.urls.extend(("<style>", u) for u in css_urls(data))
+
+
+_CSS_URL = re.compile(r"""url\(\s*(['"]?)([^'")]+)\1\s*\)|@import\s+(['"])([^'"]+)\3""")
+
+
+def css_urls(css: str) -> list[str]:
+    return [m.group(2) or m.group(4) for m in _CSS_URL.finditer(css)]
+
+
+def test_no_external_resources_in_html(built_book: Path):
+    """No page makes the browser fetch a script, stylesheet, font or image from outside."""
+    offenders = []
+    for page in built_pages(built_book):
+        collector = _ResourceCollector()
+        collector.feed(page.read_text(encoding="utf-8"))
+        offenders += [f"{page.relative_to(built_book)}: {kind} {url}"
+                      for kind, url in collector.urls if is_external(url)]
+    assert not offenders, "external resources:\n" + "\n".join(offenders)
+
+
+def test_no_external_resources_in_css(built_book: Path):
+    """No stylesheet shipped with the book imports CSS or loads a font from outside."""
+    offenders = []
+    for css in (built_book / "_static").rglob("*.css"):
+        offenders += [f"{css.relative_to(built_book)}: {url}"
+                      for url in css_urls(css.read_text(encoding="utf-8", errors="replace"))
+                      if is_external(url)]
+    assert not offenders, "external URLs in CSS:\n" + "\n".join(offenders)
+
+
+# ------------------------------------------------------------------------ browser
+
+# Runs in the page after the load event. Waits (bounded) for MathJax to finish its
+# first typeset pass, for images and web fonts, then reports what a reader would see.
+CHECK_PAGE_JS = r"""
+(async () => {
+  const within = (p, ms) => Promise.race([p, new Promise(r => setTimeout(() => r('timeout'), ms))]);
+  const mj = window.MathJax;
+  let mathjax = 'not loaded';
+  if (mj && mj.startup && mj.startup.promise) {
+    mathjax = (await within(mj.startup.promise.then(() => 'ok', e => 'error: ' + e), 20000));
+  }
+  const settled = img => img.complete ? 0 : new Promise(r => {
+    img.addEventListener('load', r);
+    img.addEventListener('error', r);
+  });
+  await within(Promise.all([...document.images].map(settled)), 10000);
+  await within(document.fonts.ready, 10000);
+  const text = document.body.innerText;
+  const mathNodes = [...document.querySelectorAll('.math')];
+  return {
+    href: location.href,
+    title: document.title,
+    mathjax: mathjax,
+    mathjaxVersion: (mj && mj.version) || null,
+    rawTex: %RAW_TEX%.filter(s => text.includes(s)),
+    mathCount: mathNodes.length,
+    untypeset: mathNodes.filter(n => !n.querySelector('mjx-container'))
+                        .map(n => n.textContent.trim().slice(0, 80)),
+    texErrors: [...document.querySelectorAll('mjx-merror')]
+                 .map(n => n.getAttribute('data-mjx-error') || n.textContent),
+    brokenImages: [...document.images].filter(i => !(i.complete && i.naturalWidth > 0))
+                                      .map(i => i.currentSrc || i.src),
+    imageCount: document.images.length,
+    // Code cells that call plt.show() but have no figure in their output.
+    cellsWithoutFigure: [...document.querySelectorAll('div.cell')]
+      .filter(c => /plt\.show\(\)/.test((c.querySelector('.cell_input') || c).innerText))
+      .filter(c => !c.querySelector('.cell_output img'))
+      .map(c => c.querySelector('.cell_input').innerText.trim().slice(0, 80)),
+    scripts: [...document.scripts].filter(s => s.src).map(s => s.src),
+    stylesheets: [...document.querySelectorAll('link[rel~="stylesheet"]')].map(l => l.href),
+    failedFonts: [...document.fonts].filter(f => f.status === 'error')
+                                    .map(f => f.family + ' ' + f.weight + ' ' + f.style),
+    navLinks: [...document.querySelectorAll('.bd-sidebar-primary a[href]')].map(a => a.href),
+  };
+})()
+""".replace("%RAW_TEX%", json.dumps(RAW_TEX))
+
+
+def _strip_fragment(url: str) -> str:
+    return url.split("#", 1)[0]
+
+
+def _page_events(browser, since: int) -> list[dict]:
+    return [ev for ev in browser.events[since:] if ev.get("sessionId") == browser.session_id]
+
+
+def _summarise_network(events: list[dict]) -> dict:
+    requests, finished, failed = {}, set(), []
+    for ev in events:
+        method, params = ev["method"], ev.get("params", {})
+        if method == "Network.requestWillBeSent":
+            requests[params["requestId"]] = params["request"]["url"]
+        elif method == "Network.loadingFinished":
+            finished.add(params["requestId"])
+        elif method == "Network.loadingFailed":
+            failed.append(f"{requests.get(params['requestId'], '?')}: {params.get('errorText')}"
+                          f" {params.get('blockedReason') or ''}".strip())
+        elif method == "Network.responseReceived":
+            status = params["response"].get("status", 0)
+            if status >= 400:
+                failed.append(f"{params['response']['url']}: HTTP {status}")
+    return {
+        "requested": sorted(set(requests.values())),
+        "loaded": {_strip_fragment(requests[r]) for r in finished if r in requests},
+        "failed": failed,
+    }
+
+
+def _console_errors(events: list[dict]) -> list[str]:
+    errors = []
+    for ev in events:
+        method, params = ev["method"], ev.get("params", {})
+        if method == "Runtime.consoleAPICalled" and params.get("type") in {"error", "assert"}:
+            args = " ".join(str(a.get("value", a.get("description", ""))) for a in params["args"])
+            errors.append(f"console.{params['type']}: {args}")
+        elif method == "Runtime.exceptionThrown":
+            details = params["exceptionDetails"]
+            desc = details.get("exception", {}).get("description") or details.get("text")
+            where = f"{details.get('url', '')}:{details.get('lineNumber')}"
+            errors.append(f"uncaught: {desc} ({where})")
+        elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+            entry = params["entry"]
+            errors.append(f"{entry['source']}: {entry['text']} {entry.get('url', '')}".strip())
+    return errors
+
+
+def visit(browser, url: str, expect_redirect: bool = False) -> dict:
+    """Load url, wait until it has settled, and return what the page and the browser saw."""
+    since = len(browser.events)
+    browser.send("Page.navigate", {"url": url})
+    browser.wait_event("Page.loadEventFired", since)
+    if expect_redirect:  # a meta refresh: wait for the second load
+        mark = next(i for i in range(since, len(browser.events))
+                    if browser.events[i].get("method") == "Page.loadEventFired")
+        browser.wait_event("Page.loadEventFired", mark + 1)
+    report = browser.evaluate(CHECK_PAGE_JS, timeout=60)
+    events = _page_events(browser, since)
+    report["network"] = _summarise_network(events)
+    report["consoleErrors"] = _console_errors(events)
+    return report
+
+
+@pytest.fixture(scope="module")
+def site(chromium, built_book: Path) -> dict:
+    """Visit the site like a reader: start at index.html, follow the left navigation,
+    then open every other built page. Returns {page path relative to _build/html: report}."""
+    html_dir = built_book.resolve()
+
+    def rel(url: str) -> str | None:
+        parts = urlsplit(url)
+        if parts.scheme != "file":
+            return None
+        path = Path(unquote(parts.path))
+        try:
+            return path.relative_to(html_dir).as_posix()
+        except ValueError:
+            return None
+
+    reports: dict[str, dict] = {}
+    index = visit(chromium, (html_dir / "index.html").as_uri(), expect_redirect=True)
+    reports["index.html"] = index
+    reached: set[str] = set()
+    queue = [rel(index["href"])]
+    while queue:
+        page = queue.pop(0)
+        if page is None or page in reached:
+            continue
+        reached.add(page)
+        if page not in reports:
+            reports[page] = visit(chromium, (html_dir / page).as_uri())
+        for link in reports[page]["navLinks"]:
+            target = rel(_strip_fragment(link))
+            if target and target not in reached:
+                queue.append(target)
+    for path in built_pages(html_dir):
+        page = path.relative_to(html_dir).as_posix()
+        if page not in reports:
+            reports[page] = visit(chromium, path.as_uri())
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    for doc in SCREENSHOT_PAGES:
+        visit(chromium, (html_dir / f"{doc}.html").as_uri())
+        shot = chromium.send("Page.captureScreenshot", {"format": "png"})
+        (ARTIFACTS / f"{doc.replace('/', '_')}.png").write_bytes(base64.b64decode(shot["data"]))
+    return {"reports": reports, "reached_by_nav": reached}
+
+
+def _problems(report: dict) -> list[str]:
+    problems = []
+    if report["rawTex"]:
+        problems.append(f"raw TeX in the rendered text: {report['rawTex']}")
+    if report["untypeset"]:
+        problems.append(f"math not typeset (MathJax: {report['mathjax']}): {report['untypeset']}")
+    if report["mathCount"] and report["mathjax"] != "ok":
+        problems.append(f"MathJax did not finish: {report['mathjax']}")
+    if report["texErrors"]:
+        problems.append(f"TeX errors: {report['texErrors']}")
+    if report["brokenImages"]:
+        problems.append(f"images that did not load: {report['brokenImages']}")
+    if report["cellsWithoutFigure"]:
+        problems.append(f"plt.show() cells without a figure: {report['cellsWithoutFigure']}")
+    if report["failedFonts"]:
+        problems.append(f"fonts that did not load: {report['failedFonts']}")
+    net = report["network"]
+    external = [u for u in net["requested"] if urlsplit(u).scheme not in LOCAL_SCHEMES]
+    if external:
+        problems.append(f"requests to outside the book: {external}")
+    if net["failed"]:
+        problems.append(f"failed loads: {net['failed']}")
+    not_loaded = [u for u in report["scripts"] + report["stylesheets"]
+                  if _strip_fragment(u) not in net["loaded"]]
+    if not_loaded:
+        problems.append(f"scripts/stylesheets never loaded: {not_loaded}")
+    if report["consoleErrors"]:
+        problems.append(f"console errors: {report['consoleErrors']}")
+    return problems
+
+
+@pytest.mark.parametrize("doc", TOC_PAGES)
+def test_toc_page_renders_offline(site: dict, doc: str):
+    """Math typeset, every image/script/stylesheet/font loaded, nothing fetched from
+    outside, and no console error, for each page of _toc.yml."""
+    report = site["reports"].get(f"{doc}.html")
+    assert report is not None, f"{doc}.html was never visited"
+    problems = _problems(report)
+    assert not problems, f"{doc}.html:\n  " + "\n  ".join(problems)
+
+
+def test_math_is_really_typeset(site: dict):
+    """The pages with math (the landing page has a display equation) went through MathJax."""
+    root = site["reports"][f"{TOC_PAGES[0]}.html"]
+    assert root["mathCount"] > 0, "the landing page should contain math"
+    assert root["mathjax"] == "ok" and root["mathjaxVersion"], root["mathjax"]
+
+
+def test_other_pages_render_offline(site: dict):
+    """index.html redirects to the root page; search and index pages work too."""
+    index = site["reports"]["index.html"]
+    assert index["href"].endswith(f"/{TOC_PAGES[0]}.html"), index["href"]
+    failures = {page: problems for page, report in site["reports"].items()
+                if (problems := _problems(report))}
+    assert not failures, "\n".join(f"{p}:\n  " + "\n  ".join(v) for p, v in failures.items())
+
+
+def test_navigation_reaches_every_toc_page(site: dict):
+    """Following the left navigation from index.html reaches every page in _toc.yml."""
+    missing = [doc for doc in TOC_PAGES if f"{doc}.html" not in site["reached_by_nav"]]
+    assert not missing, f"not reachable through the navigation: {missing}"
