@@ -74,13 +74,15 @@ def rotation_matrix(phi, theta, psi) -> np.ndarray:
 
 
 def _rotation(phi: float, theta: float, psi: float) -> np.ndarray:
-    c1, s1 = math.cos(phi), math.sin(phi)
-    c2, s2 = math.cos(theta), math.sin(theta)
-    c3, s3 = math.cos(psi), math.sin(psi)
+    cos_roll, sin_roll = math.cos(phi), math.sin(phi)
+    cos_pitch, sin_pitch = math.cos(theta), math.sin(theta)
+    cos_yaw, sin_yaw = math.cos(psi), math.sin(psi)
     return np.array([
-        [c2 * c3, -c1 * s3 + s1 * s2 * c3, s1 * s3 + c1 * s2 * c3],
-        [c2 * s3, c1 * c3 + s1 * s2 * s3, -s1 * c3 + c1 * s2 * s3],
-        [-s2, s1 * c2, c1 * c2],
+        [cos_pitch * cos_yaw, sin_roll * sin_pitch * cos_yaw - cos_roll * sin_yaw,
+         cos_roll * sin_pitch * cos_yaw + sin_roll * sin_yaw],
+        [cos_pitch * sin_yaw, sin_roll * sin_pitch * sin_yaw + cos_roll * cos_yaw,
+         cos_roll * sin_pitch * sin_yaw - sin_roll * cos_yaw],
+        [-sin_pitch, sin_roll * cos_pitch, cos_roll * cos_pitch],
     ])
 
 
