@@ -1,0 +1,49 @@
+"""nbgrader configuration of the rbtutor course (read by every nbgrader command run here).
+
+Sources are in exercises/ (one assignment per problem, problem01 ... problem10);
+the exchange is the folder exchange/ of the course unless RBTUTOR_EXCHANGE names
+another. Autograding runs the student's notebook in the kernel
+rbtutor.student_kernel (no rbtutor, AUTOGRADING set) and then judges the
+handed-in values in this process with rbtutor.autograde.JudgeAnswers.
+"""
+
+import os
+from pathlib import Path
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    Execute,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+
+from rbtutor import student_kernel
+from rbtutor.autograde import JudgeAnswers
+
+c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+ROOT = Path(__file__).resolve().parent
+c.CourseDirectory.root = str(ROOT)
+c.CourseDirectory.course_id = "rbtutor"
+c.CourseDirectory.source_directory = "exercises"
+c.CourseDirectory.db_url = os.environ.get("RBTUTOR_GRADEBOOK", f"sqlite:///{ROOT / 'gradebook.db'}")
+c.Exchange.root = os.environ.get("RBTUTOR_EXCHANGE", str(ROOT / "exchange"))
+
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+c.Execute.kernel_name = student_kernel.install()
+c.Execute.timeout = 300
+c.Autograde.autograde_preprocessors = [
+    Execute,
+    JudgeAnswers,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]

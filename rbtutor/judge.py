@@ -1,0 +1,477 @@
+"""The grader's decision on one autograded answer: pass or fail, feedback, and a diagnosis.
+
+This runs in the grading process (an nbgrader preprocessor calls it after the
+student's notebook has been executed), never in the student's kernel: the
+submitted object is only inspected, never trusted. It is accepted only if it is
+made of plain numbers (``int``, ``float``, ``bool``, NumPy integer, floating or
+bool scalars, NumPy arrays of those dtypes, and lists or tuples of these) and is
+then converted once with ``np.asarray(value, dtype=float)``; anything else, such
+as an object with a custom ``__eq__``, ``__float__`` or ``__array__``, fails as
+``"not_numeric"`` without any of its methods being called.
+
+The reference value always comes from :func:`rbtutor.problems.answer_key`
+(computed from the problem data), and the printed precision from
+``solutions/answer_key.yaml``. Feedback never states the reference value: it
+names a recognised mistake or says roughly how far off the answer is.
+
+Diagnosis codes (``Verdict.diagnosis``)
+---------------------------------------
+On a pass: ``None``, or ``"accepted_printed"`` when the value printed in the
+key was accepted under an erratum with ``accept_printed: true``.
+
+On a failure, input problems: ``"not_numeric"``, ``"not_text"``,
+``"not_finite"``, ``"shape"``. Recognised mistakes (see :data:`GENERIC_MISTAKES`
+and :data:`MISTAKES`): ``"sign"``, ``"transposed"``, ``"degrees"``,
+``"factor_1000"``, ``"inertia_g_for_o"``, ``"origin_at_g"``,
+``"parallel_axis_sign"``. Precision of an integrated answer:
+``"not_accurate_enough"``. Otherwise how far off: ``"off_by_percent"`` (same
+sign, size within a factor 2), ``"off_by_factor"`` (same sign, size off by more),
+``"sign_and_size"``, ``"entries"`` (some entries of an array disagree, not by
+one common factor), ``"wrong_value"`` (anything else, including a wrong text
+answer or a residual above its round-off bound).
+
+Examples
+--------
+>>> judge("p3.b.K", 2.16e6).passed
+True
+>>> judge("p3.b.K", -2.16e6).diagnosis
+'sign'
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import rbtutor
+
+from .grading import printed_half_unit, printed_value
+from .kinematics import skew
+from .problems import answer_key, load_data, loaded_vessel, read_yaml, vessel
+
+PUBLISHED_KEY = Path(rbtutor.__file__).parents[1] / "solutions" / "answer_key.yaml"
+ERRATA_PAGE = "the errata page of the book (book/errata)"
+
+#: The judging rules, in one place.
+RULES: dict[str, object] = {
+    # Algebraic answers pass within max(printed half-unit, this x |reference|), entry by
+    # entry: right to about three significant figures is right.
+    "algebraic_rtol": 1e-3,
+    # Answers that come out of a time integration: they must agree to the printed
+    # half-unit of each entry (no relative allowance).
+    "integrated_prefixes": ("p8.d.", "p10.b.", "p10.c."),
+    # An integrated answer outside its printed precision but within this relative
+    # distance (norm of the difference / norm of the reference) is "not_accurate_enough".
+    "integrated_close_rtol": 1e-2,
+    # An integrated answer that the printed key does not give: relative tolerance per entry.
+    "integrated_unpublished_rtol": 1e-4,
+    # Floor of every tolerance, relative to the largest entry of the reference, so that an
+    # entry that is zero in theory may carry floating-point noise.
+    "zero_floor_rtol": 1e-9,
+    # Period of angles whose id ends in "_deg": they are equal modulo this.
+    "angle_period_deg": 360.0,
+    # A reference of shape (4,) whose norm is within this of 1 is a unit quaternion:
+    # q and -q are the same rotation and both pass.
+    "quaternion_norm_tol": 1e-9,
+    # A submitted value may hold at most this many numbers (more is refused as "shape").
+    "max_entries": 10_000,
+}
+
+_MESSAGES = {
+    "sign": "The size is right but the sign is not. Check the direction of the axes "
+            "(x forward, y to port, z up) and the order of the factors in cross products.",
+    "transposed": "The entries are right but transposed: rows and columns are swapped.",
+    "degrees": "The value looks like degrees where radians are asked for, or the other way round.",
+    "factor_1000": "The value is off by a factor of a thousand: check the units "
+                   "(kg or tonnes, N or kN, m or mm).",
+    "inertia_g_for_o": "This uses the inertia about G where the inertia about O is asked for; "
+                       "move it to O with the parallel-axis theorem.",
+    "origin_at_g": "This is the matrix with the origin at G; the question asks for it about O, "
+                   "where translation and rotation are coupled through m S(r_G).",
+    "parallel_axis_sign": "The parallel-axis term has the wrong sign: I_O = I_G - m S(r_G) S(r_G). "
+                          "Moving the reference point away from G can only increase the moments "
+                          "of inertia.",
+    "not_accurate_enough": "Close, but not accurate enough for an integrated quantity: the "
+                           "integration tolerance is too loose. The defaults of solve_ivp "
+                           "(rtol and atol) are not enough here; tighten both by several orders "
+                           "of magnitude, or use a higher-order method such as DOP853.",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision on one answer.
+
+    Attributes
+    ----------
+    passed : bool
+    message : str
+        Feedback for the student; it never contains the reference value.
+    diagnosis : str or None
+        A short code (see the module docstring), None for a plain pass.
+    """
+
+    passed: bool
+    message: str
+    diagnosis: str | None = None
+
+
+# --- recognised mistakes ------------------------------------------------------------------
+
+Mistake = tuple[str, Callable[[dict], object]]
+
+
+def _wrong_parallel_axis(body) -> np.ndarray:
+    """I_G + m S S: the parallel-axis term added with the wrong sign."""
+    s = skew(body.r_g)
+    return body.inertia_g + body.mass * (s @ s)
+
+
+def _with_inertia_block(body, inertia) -> np.ndarray:
+    m = body.mass_matrix()
+    m[3:, 3:] = inertia
+    return m
+
+
+def _inertia_mistakes(body_of, pick) -> list[Mistake]:
+    return [
+        ("inertia_g_for_o", lambda d: pick(body_of(d).inertia_g)),
+        ("parallel_axis_sign", lambda d: pick(_wrong_parallel_axis(body_of(d)))),
+    ]
+
+
+def _mass_matrix_mistakes(body_of) -> list[Mistake]:
+    return [
+        ("origin_at_g", lambda d: body_of(d).at_g().mass_matrix()),
+        ("inertia_g_for_o", lambda d: _with_inertia_block(body_of(d), body_of(d).inertia_g)),
+        ("parallel_axis_sign", lambda d: _with_inertia_block(body_of(d), _wrong_parallel_axis(body_of(d)))),
+    ]
+
+
+def _whole(t):
+    return t
+
+
+#: Quantity-specific wrong versions: {id, or id prefix ending in ".": [(diagnosis, data -> value)]}.
+MISTAKES: dict[str, list[Mistake]] = {
+    "p1.a.I_O": _inertia_mistakes(vessel, _whole),
+    "p1.a.I_x_O": _inertia_mistakes(vessel, lambda t: t[0, 0]),
+    "p1.a.I_y_O": _inertia_mistakes(vessel, lambda t: t[1, 1]),
+    "p1.a.I_z_O": _inertia_mistakes(vessel, lambda t: t[2, 2]),
+    "p1.a.I_xz_O": _inertia_mistakes(vessel, lambda t: -t[0, 2]),
+    "p1.b.M_RB": _mass_matrix_mistakes(vessel),
+    "p9.b.I_O": _inertia_mistakes(loaded_vessel, _whole),
+    "p9.c.M_RB": _mass_matrix_mistakes(loaded_vessel),
+}
+
+
+def _is_angle_unit(unit: str) -> bool:
+    return unit.strip().startswith(("rad", "deg"))
+
+
+#: Wrong versions tried for every numeric answer, in order: (diagnosis, (reference, unit) -> value or None).
+GENERIC_MISTAKES: list[tuple[str, Callable[[np.ndarray, str], np.ndarray | None]]] = [
+    ("sign", lambda ref, unit: -ref),
+    ("transposed", lambda ref, unit: ref.T if ref.ndim == 2 else None),
+    ("degrees", lambda ref, unit: np.degrees(ref) if _is_angle_unit(unit) else None),
+    ("degrees", lambda ref, unit: np.radians(ref) if _is_angle_unit(unit) else None),
+    ("factor_1000", lambda ref, unit: ref * 1000.0),
+    ("factor_1000", lambda ref, unit: ref / 1000.0),
+]
+
+
+def _specific_mistakes(answer_id: str) -> list[Mistake]:
+    found: list[Mistake] = []
+    for pattern, mistakes in MISTAKES.items():
+        if pattern == answer_id or (pattern.endswith(".") and answer_id.startswith(pattern)):
+            found.extend(mistakes)
+    return found
+
+
+# --- inputs ------------------------------------------------------------------------------
+
+_PLAIN_TYPES = (int, float, bool)
+_NUMPY_SCALARS = frozenset(
+    np.dtype(code).type for code in np.typecodes["AllInteger"] + np.typecodes["Float"] + "?"
+)
+
+
+def _plain_numbers(obj, limit: int) -> str:
+    """"ok", "not_numeric" or "too_many": whether obj is made only of plain numbers.
+
+    Only exact types are looked at (no subclasses), and no method of obj is called.
+    """
+    stack, count = [obj], 0
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _PLAIN_TYPES or kind in _NUMPY_SCALARS:
+            count += 1
+        elif kind is np.ndarray:
+            if item.dtype.kind not in "biuf":
+                return "not_numeric"
+            count += item.size
+        elif kind is list or kind is tuple:
+            count += len(item)
+            if count <= limit:
+                stack.extend(item)
+        else:
+            return "not_numeric"
+        if count > limit:
+            return "too_many"
+    return "ok"
+
+
+def _describe_shape(shape: tuple) -> str:
+    if shape == ():
+        return "a single number"
+    if len(shape) == 1:
+        return f"a vector of {shape[0]} numbers"
+    if len(shape) == 2:
+        return f"a {shape[0]} x {shape[1]} matrix"
+    return f"an array of shape {shape}"
+
+
+def _as_numbers(submitted, expected_shape: tuple) -> np.ndarray | Verdict:
+    """The submitted value as a float array of the expected shape, or the failing Verdict."""
+    expected = _describe_shape(expected_shape)
+    status = _plain_numbers(submitted, int(RULES["max_entries"]))
+    if status == "not_numeric":
+        return Verdict(False, f"Expected plain numbers ({expected}), got an object of type "
+                              f"{type(submitted).__name__}.", "not_numeric")
+    if status == "too_many":
+        return Verdict(False, f"Expected {expected}, got far too many numbers.", "shape")
+    try:
+        array = np.asarray(submitted, dtype=float)
+    except OverflowError:
+        return Verdict(False, "A number is too large to be represented.", "not_finite")
+    except ValueError:
+        return Verdict(False, f"Expected {expected}, got rows of unequal length.", "shape")
+    except TypeError:
+        return Verdict(False, f"Expected plain numbers ({expected}).", "not_numeric")
+    array = np.squeeze(array)
+    if array.shape != expected_shape:
+        return Verdict(False, f"Expected {expected}, got {_describe_shape(array.shape)}.", "shape")
+    if not np.all(np.isfinite(array)):
+        return Verdict(False, "The answer contains NaN or infinity.", "not_finite")
+    return array
+
+
+# --- published key and reference ---------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _read_published(path: str) -> dict:
+    return read_yaml(Path(path).read_text(encoding="utf-8")) or {}
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_key() -> dict:
+    return answer_key()
+
+
+def _printed_array(printed, shape: tuple, parse) -> np.ndarray | None:
+    """parse() applied to each printed entry, as an array of ``shape``, or None if they do not fit."""
+    if printed is None:
+        return None
+    try:
+        values = np.vectorize(lambda s: parse(str(s)), otypes=[float])(np.array(printed, dtype=object))
+    except ValueError:
+        return None
+    values = np.squeeze(values)
+    return values if values.shape == shape else None
+
+
+# --- comparison ---------------------------------------------------------------------------
+
+
+def _difference(x: np.ndarray, target: np.ndarray, angle: bool) -> np.ndarray:
+    d = x - target
+    if angle:
+        period = float(RULES["angle_period_deg"])
+        d = (d + period / 2) % period - period / 2
+    return d
+
+
+def _agrees(x, target, tol, angle) -> np.ndarray:
+    """Entry-by-entry agreement (a value exactly on the boundary agrees)."""
+    return np.abs(_difference(x, target, angle)) <= tol * (1.0 + 1e-9) + 1e-300
+
+
+def _tolerance(reference: np.ndarray, half: np.ndarray | None, integrated: bool) -> np.ndarray:
+    size = np.abs(reference)
+    floor = float(RULES["zero_floor_rtol"]) * (float(size.max()) if size.size else 0.0)
+    if integrated:
+        tol = half if half is not None else float(RULES["integrated_unpublished_rtol"]) * size
+    else:
+        tol = np.maximum(0.0 if half is None else half, float(RULES["algebraic_rtol"]) * size)
+    return np.maximum(tol, floor)
+
+
+def _scaled_tolerance(tol: np.ndarray, reference: np.ndarray, wrong: np.ndarray) -> np.ndarray:
+    """The pass tolerance carried over to a wrong version, relatively, and never below 3 figures."""
+    ratio = np.divide(np.abs(wrong), np.abs(reference), out=np.ones_like(tol), where=reference != 0)
+    return np.maximum(tol * ratio, float(RULES["algebraic_rtol"]) * np.abs(wrong))
+
+
+def _size_message(ratio: float) -> tuple[str, str]:
+    """Feedback on a submitted/reference ratio, rounded so that it does not give the answer away."""
+    if ratio == 0.0:
+        return "The answer is zero, but the key's value is not.", "wrong_value"
+    size = abs(ratio)
+    if 0.5 < size < 2.0:
+        percent = round(abs(size - 1.0) * 100)
+        how = "too large" if size > 1 else "too small"
+        amount = "less than 1 %" if percent < 1 else f"about {percent} %"
+        size_text, code = f"{amount} {how}", "off_by_percent"
+    else:
+        factor = max(size, 1.0 / size)
+        how = "too large" if size > 1 else "too small"
+        exponent = round(math.log10(factor))
+        amount = f"about {round(factor)}" if factor < 9.5 else f"about 10^{exponent}"
+        size_text, code = f"{how} by a factor of {amount}", "off_by_factor"
+    if ratio < 0:
+        return f"The sign is wrong and the size is {size_text}.", "sign_and_size"
+    return f"The sign is right but the size is {size_text}.", code
+
+
+def _how_far(x: np.ndarray, reference: np.ndarray, ok: np.ndarray) -> Verdict:
+    if not np.any(reference):
+        return Verdict(False, "The answer does not agree with the key.", "wrong_value")
+    if x.ndim == 0:
+        message, code = _size_message(float(x / reference))
+        return Verdict(False, message, code)
+    ratio = float(x.ravel() @ reference.ravel() / (reference.ravel() @ reference.ravel()))
+    residual = np.linalg.norm(x - ratio * reference)
+    if ratio != 0.0 and residual <= float(RULES["algebraic_rtol"]) * np.linalg.norm(x):
+        message, code = _size_message(ratio)
+        return Verdict(False, f"Every entry is off by the same factor. {message}", code)
+    wrong = [tuple(int(i) + 1 for i in index) for index in np.argwhere(~ok)]
+    if len(wrong) == ok.size:
+        return Verdict(False, "No entry agrees with the key.", "entries")
+    names = ", ".join(str(w[0]) if len(w) == 1 else str(w) for w in wrong[:6])
+    more = " and more" if len(wrong) > 6 else ""
+    return Verdict(False, f"Some entries do not agree with the key (counting from 1): {names}{more}; "
+                          "the others do.", "entries")
+
+
+def _judge_text(reference: str, submitted) -> Verdict:
+    if type(submitted) is not str:
+        return Verdict(False, "Expected text naming the answer, for example two motions "
+                              "joined by a hyphen.", "not_text")
+
+    def words(text: str) -> list[str]:
+        return [w for w in re.split(r"[\s\-_]+", text.strip().lower()) if w]
+
+    got, want = words(submitted), words(reference)
+    if got == want or got == want[::-1]:
+        return Verdict(True, "Correct.")
+    return Verdict(False, "That is not the answer of the key.", "wrong_value")
+
+
+# --- the decision -------------------------------------------------------------------------
+
+
+def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
+          published_path=None) -> Verdict:
+    """Decide whether ``submitted`` is a right answer to ``answer_id``.
+
+    Parameters
+    ----------
+    answer_id : str
+        An id of :func:`rbtutor.problems.answer_key`, such as ``"p1.a.I_O"``.
+    submitted : object
+        The student's value: any array-like of plain numbers that squeezes to the
+        reference's shape (or a string, for text answers).
+    key : dict, optional
+        ``answer_key(data)``; computed when omitted.
+    published : dict, optional
+        The parsed published key; read from ``published_path`` (by default
+        ``solutions/answer_key.yaml``) when omitted.
+    data : dict, optional
+        Problem data, used for the quantity-specific diagnoses; the reference data
+        when omitted.
+    published_path : path, optional
+
+    Returns
+    -------
+    Verdict
+
+    Raises
+    ------
+    KeyError
+        When ``answer_id`` is not in the key (a grader's mistake, not the student's).
+    """
+    if key is None:
+        key = _reference_key() if data is None else answer_key(data)
+    if published is None:
+        published = _read_published(str(published_path or PUBLISHED_KEY))
+    if answer_id not in key:
+        raise KeyError(f"unknown answer id {answer_id!r}; expected one of the ids of answer_key()")
+    answer = key[answer_id]
+    entry = published.get(answer_id) or {}
+
+    if isinstance(answer.value, str):
+        return _judge_text(answer.value, submitted)
+
+    reference = np.squeeze(np.asarray(answer.value, dtype=float))
+    x = _as_numbers(submitted, reference.shape)
+    if isinstance(x, Verdict):
+        return x
+
+    if entry.get("kind") == "roundoff":
+        if np.all(np.abs(x) <= float(entry["bound"])):
+            return Verdict(True, "Correct: within round-off.")
+        return Verdict(False, "This should vanish up to floating-point round-off, and it is "
+                              "larger than round-off can explain.", "wrong_value")
+
+    erratum = entry.get("erratum") or {}
+    precision_text = erratum.get("correct", entry.get("printed"))
+    half = _printed_array(precision_text, reference.shape, printed_half_unit)
+    integrated = answer_id.startswith(tuple(RULES["integrated_prefixes"]))
+    angle = answer_id.endswith("_deg")
+    tol = _tolerance(reference, half, integrated)
+
+    ok = _agrees(x, reference, tol, angle)
+    if np.all(ok):
+        return Verdict(True, "Correct.")
+    if reference.shape == (4,) and abs(np.linalg.norm(reference) - 1.0) <= float(RULES["quaternion_norm_tol"]):
+        if np.all(_agrees(x, -reference, tol, angle)):
+            return Verdict(True, "Correct (q and -q are the same rotation).")
+
+    if erratum.get("accept_printed"):
+        printed = _printed_array(entry.get("printed"), reference.shape, printed_value)
+        printed_half = _printed_array(entry.get("printed"), reference.shape, printed_half_unit)
+        if printed is not None and np.all(_agrees(x, printed, _tolerance(printed, printed_half, integrated), angle)):
+            return Verdict(True, "Accepted: this is the value printed in the answer key, which has an "
+                                 f"erratum; the corrected value and the reason are on {ERRATA_PAGE}.",
+                           "accepted_printed")
+
+    if integrated:
+        distance = np.linalg.norm(_difference(x, reference, angle))
+        if distance <= float(RULES["integrated_close_rtol"]) * np.linalg.norm(reference):
+            return Verdict(False, _MESSAGES["not_accurate_enough"], "not_accurate_enough")
+
+    candidates: list[tuple[str, Callable[[], object]]] = [
+        (code, functools.partial(make, reference, answer.unit)) for code, make in GENERIC_MISTAKES
+    ]
+    if _specific_mistakes(answer_id):
+        data = load_data() if data is None else data
+        candidates += [(code, functools.partial(make, data)) for code, make in _specific_mistakes(answer_id)]
+    for code, make in candidates:
+        wrong = make()
+        if wrong is None:
+            continue
+        wrong = np.squeeze(np.asarray(wrong, dtype=float))
+        if wrong.shape != reference.shape or np.all(_agrees(wrong, reference, tol, angle)):
+            continue
+        if np.all(_agrees(x, wrong, _scaled_tolerance(tol, reference, wrong), angle)):
+            return Verdict(False, _MESSAGES[code], code)
+
+    return _how_far(x, reference, ok)

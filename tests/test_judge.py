@@ -1,0 +1,201 @@
+"""The grader's decision on one answer (rbtutor.judge): right forms pass, known slips are named,
+hostile objects are refused, and feedback never gives the reference value away."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from rbtutor.judge import PUBLISHED_KEY, Verdict, judge
+from rbtutor.problems import Answer, answer_key, load_data, read_yaml, vessel
+from rbtutor.rigid_body import RigidBody
+
+DATA = load_data()
+KEY = answer_key(DATA)
+PUBLISHED = read_yaml(PUBLISHED_KEY.read_text(encoding="utf-8"))
+NUMERIC = [i for i, a in KEY.items() if not isinstance(a.value, str)]
+ROUNDOFF = {i for i, e in PUBLISHED.items() if isinstance(e, dict) and e.get("kind") == "roundoff"}
+
+
+def verdict(answer_id, value, **kwargs) -> Verdict:
+    kwargs = {"key": KEY, "published": PUBLISHED, "data": DATA, **kwargs}
+    return judge(answer_id, value, **kwargs)
+
+
+def reference(answer_id) -> np.ndarray:
+    return np.asarray(KEY[answer_id].value, dtype=float)
+
+
+def other_forms(ref: np.ndarray) -> list:
+    forms = [ref.tolist(), ref.copy()]
+    if ref.ndim == 0:
+        forms += [np.float64(ref), float(ref), [float(ref)], (float(ref),), np.float32(ref).item()]
+    elif ref.ndim == 1:
+        forms += [tuple(ref.tolist()), ref.reshape(-1, 1), ref.reshape(1, -1).tolist()]
+    else:
+        forms += [tuple(tuple(row) for row in ref.tolist())]
+    return forms
+
+
+@pytest.mark.parametrize("answer_id", NUMERIC)
+def test_reference_and_its_forms_pass(answer_id):
+    ref = reference(answer_id)
+    for form in [KEY[answer_id].value, *other_forms(ref)]:
+        result = verdict(answer_id, form)
+        assert result.passed, (answer_id, type(form), result)
+
+
+@pytest.mark.parametrize("answer_id", [i for i in NUMERIC if i not in ROUNDOFF])
+def test_sign_and_five_percent_fail(answer_id):
+    ref = reference(answer_id)
+    if not np.any(ref):
+        pytest.skip("a zero reference has no sign and no relative error")
+    negated = verdict(answer_id, -ref)
+    assert not negated.passed and negated.diagnosis == "sign", negated
+    off = verdict(answer_id, ref * 1.05)
+    assert not off.passed, off
+
+
+def test_text_answer():
+    for text in ["sway-roll", "Roll-Sway", "  SWAY roll ", "sway_roll"]:
+        assert verdict("p1.d.strongest_pair", text).passed, text
+    assert not verdict("p1.d.strongest_pair", "surge-pitch").passed
+    assert verdict("p1.d.strongest_pair", 3.0).diagnosis == "not_text"
+
+
+def test_named_mistakes():
+    body = vessel(DATA)
+    phi = float(KEY["p3.c.phi_rad"].value)
+    assert verdict("p3.c.phi_rad", math.degrees(phi)).diagnosis == "degrees"
+    assert verdict("p3.c.phi_deg", phi).diagnosis == "degrees"
+    assert verdict("p1.a.I_O", body.inertia_o / 1000).diagnosis == "factor_1000"
+    assert verdict("p1.a.I_O", body.inertia_o * 1000).diagnosis == "factor_1000"
+    assert verdict("p1.b.M_RB", body.at_g().mass_matrix()).diagnosis == "origin_at_g"
+    s = body.mass * (np.cross(np.eye(3), body.r_g) @ np.cross(np.eye(3), body.r_g))  # m S S, S = skew(r_G)
+    assert verdict("p1.a.I_O", body.inertia_g + s).diagnosis == "parallel_axis_sign"
+    assert verdict("p1.a.I_O", body.inertia_g).diagnosis == "inertia_g_for_o"
+    assert verdict("p1.a.I_x_O", body.inertia_g[0, 0]).diagnosis == "inertia_g_for_o"
+    assert verdict("p3.b.K", 2.16e6 * 2.5).diagnosis == "off_by_factor"
+    assert verdict("p3.b.K", 2.16e6 * 1.03).message.endswith("about 3 % too large.")
+
+
+def test_transposed_and_quaternion_on_a_small_key():
+    matrix = np.array([[1.0, 2.0, 0.5], [0.0, 3.0, 4.0], [7.0, 0.0, 5.0]])
+    q = np.array([0.5, 0.5, -0.5, 0.5])
+    key = {"t.a.A": Answer(matrix, "1"), "t.b.q": Answer(q, "1")}
+    assert judge("t.a.A", matrix, key=key, published={}).passed
+    transposed = judge("t.a.A", matrix.T, key=key, published={})
+    assert not transposed.passed and transposed.diagnosis == "transposed"
+    assert judge("t.b.q", -q, key=key, published={}).passed
+    assert not judge("t.b.q", q[[2, 1, 0, 3]], key=key, published={}).passed
+
+
+def test_angles_are_equal_modulo_360():
+    heading = float(KEY["p10.b.heading_change_deg"].value)
+    assert verdict("p10.b.heading_change_deg", heading - 360.0).passed
+    assert verdict("p10.b.eta2_deg", reference("p10.b.eta2_deg") + [360.0, -720.0, 0.0]).passed
+
+
+def test_integrated_answer_with_default_tolerances_is_not_accurate_enough():
+    body = vessel(DATA)
+    tau = np.asarray(DATA["simulation"]["tau"], dtype=float)
+
+    def rhs(t, x):  # the 12-state model; the body velocities do not depend on the position
+        nu = x[:6]
+        return np.concatenate([body.accelerations(nu, tau), np.zeros(6)])
+
+    sol = solve_ivp(rhs, (0.0, DATA["simulation"]["t_end"]), np.zeros(12))
+    nu1 = sol.y[:3, -1]
+    assert isinstance(body, RigidBody)
+    result = verdict("p10.b.nu1", nu1)
+    assert not result.passed and result.diagnosis == "not_accurate_enough", result
+    assert "tolerance" in result.message
+    assert verdict("p10.b.nu1", KEY["p10.b.nu1"].value).passed
+
+
+def test_errata():
+    for value in (6.6e5, 7.725e5):
+        assert verdict("p9.d.K", value).passed, value
+    assert verdict("p9.d.K", 6.6e5).diagnosis == "accepted_printed"
+    assert "errata" in verdict("p9.d.K", 6.6e5).message
+    assert not verdict("p8.d.omega_norm_max", 1.2).passed
+    assert verdict("p8.d.omega_norm_max", 1.3313).passed
+    assert not verdict("p9.a.load_fraction", 0.025).passed
+    assert verdict("p2.b.rot_fraction", 2.5).passed
+
+
+def test_roundoff_ids():
+    assert verdict("p4.b.nuCnu", 0.0).passed
+    assert verdict("p4.b.nuCnu", -3e-9).passed
+    assert not verdict("p4.b.nuCnu", 1e-3).passed
+
+
+class AlwaysEqual:
+    """Equal to everything, converts to the right number: must still be refused."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+    def __float__(self):
+        return float(KEY["p3.b.K"].value)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(KEY["p3.b.K"].value, dtype=dtype)
+
+
+class FloatLike(float):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+@pytest.mark.parametrize("hostile", [
+    AlwaysEqual(), [AlwaysEqual()], np.array([AlwaysEqual()], dtype=object), FloatLike(2.16e6),
+    "2.16e6", None, 2.16e6 + 0j, np.complex128(2.16e6), np.ma.masked_array([2.16e6]),
+])
+def test_hostile_objects_are_not_numeric(hostile):
+    result = verdict("p3.b.K", hostile)
+    assert not result.passed and result.diagnosis == "not_numeric", result
+
+
+def test_non_finite_and_shape():
+    assert verdict("p3.b.K", float("nan")).diagnosis == "not_finite"
+    assert verdict("p3.b.K", np.inf).diagnosis == "not_finite"
+    assert verdict("p2.b.a_P", [0.1, np.nan, 0.2]).diagnosis == "not_finite"
+    assert verdict("p3.b.K", 10**400).diagnosis == "not_finite"
+    assert verdict("p1.a.I_O", np.array([])).diagnosis == "shape"
+    assert verdict("p2.b.a_P", 0.5).diagnosis == "shape"
+    assert verdict("p2.b.a_P", [[1.0, 2.0], [3.0]]).diagnosis == "shape"
+    nested: list = []
+    nested.append(nested)
+    assert not verdict("p3.b.K", nested).passed
+    with pytest.raises(KeyError):
+        verdict("p0.z.nothing", 1.0)
+
+
+def test_published_path_and_defaults():
+    assert judge("p9.d.K", 6.6e5, published_path=PUBLISHED_KEY).passed
+    assert judge("p3.b.K", 2.16e6).passed
+
+
+def _formatted(x: float) -> set[str]:
+    forms = {f"{x:.3g}", f"{x:.4g}", f"{x:.6g}", f"{x:.3e}", repr(x), f"{x:g}"}
+    return {s for s in forms if len(s.lstrip("-").lstrip("0.")) >= 3}
+
+
+@pytest.mark.parametrize("answer_id", NUMERIC)
+def test_feedback_never_contains_the_reference(answer_id):
+    ref = reference(answer_id)
+    secrets = set().union(*(_formatted(float(v)) for v in ref.ravel()))
+    wrong = [-ref, ref * 1.05, ref * 0.97, ref * 0.5, ref * 2.5, ref * 40.0, ref + 1.0,
+             np.zeros_like(ref), np.ones_like(ref), ref * 1.0004 + 1e-3]
+    for value in wrong:
+        message = verdict(answer_id, value).message
+        leaked = [s for s in secrets if s in message]
+        assert not leaked, (answer_id, message, leaked)
