@@ -25,13 +25,16 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # (executed notebooks still come from the jupyter-cache in _build/).
 JB_BUILD := jb build . --all -W --keep-going --path-output .
 
-.PHONY: help bootstrap book test bench lint clean distclean
+.PHONY: help bootstrap book test bench lint clean distclean assignments grade solutions
 
 help:
 	@echo "make book       build the course book into _build/html/index.html"
 	@echo "make test       run the test suite (builds the book offline, browser checks)"
 	@echo "make bench      run every benchmarks/bench_*.py"
 	@echo "make lint       ruff check ."
+	@echo "make assignments [DATA=ship.yaml]  student versions of the ten assignments into release/"
+	@echo "make solutions  the worked solutions, executed, into _build/solutions/"
+	@echo "make grade      autograde submitted/, feedback into feedback/, grades into grades.csv"
 	@echo "make clean      remove build output and caches (keeps .venv)"
 	@echo "make distclean  clean, and remove .venv"
 
@@ -59,6 +62,20 @@ bench: $(STAMP)
 	  echo "== $$s"; \
 	  $(PY) "$$s" || exit 1; \
 	done
+
+# The student versions of the assignments, from the reference data or from DATA=variant.yaml.
+assignments: $(STAMP)
+	$(PY) -m rbtutor.assignments render $(if $(DATA),--data $(DATA))
+	$(PY) -m rbtutor.course generate
+
+# The worked solutions (the source notebooks), executed, as HTML pages.
+solutions: $(STAMP)
+	mkdir -p _build/solutions
+	jupyter nbconvert --to html --execute --output-dir _build/solutions exercises/problem*/problem*.ipynb
+	@echo "Worked solutions: $(CURDIR)/_build/solutions/"
+
+grade: $(STAMP)
+	$(PY) -m rbtutor.course grade
 
 lint: $(STAMP)
 	ruff check .

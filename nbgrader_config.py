@@ -35,6 +35,7 @@ c.Exchange.root = os.environ.get("RBTUTOR_EXCHANGE", str(ROOT / "exchange"))
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
+c.JudgeAnswers.data_file = str(ROOT / "exercises" / "problem_data.yaml")
 c.Execute.kernel_name = student_kernel.install()
 c.Execute.timeout = 300
 c.Autograde.autograde_preprocessors = [

@@ -41,6 +41,17 @@ from IPython.display import display
 AUTOGRADING = os.environ.get("RBTUTOR_AUTOGRADING") == "1"  # True while the course grades
 
 
+def _hint_for_missing_answer(shell, etype, value, tb, tb_offset=None):
+    """Add a hint to a NameError: usually an answer cell that was not run or not answered."""
+    hint = (f"Hint: {{value}}. Run the answer cell of this part and assign your answer to that name "
+            "(a cell that still raises NotImplementedError has not been answered yet).")
+    stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    shell._showtraceback(etype, value, stb + [hint])
+
+
+get_ipython().set_custom_exc((NameError,), _hint_for_missing_answer)  # noqa: F821 - IPython builtin
+
+
 def check_form(name, value, shape=None, symmetric=False, positive_definite=False,
                skew_symmetric=False, rotation=False, unit_quaternion=False, text=False):
     """Raise AssertionError with a hint when the answer has the wrong form."""
@@ -137,6 +148,7 @@ DATA_CELLS: dict[int, list[tuple[str, str, str, str]]] = {
         ("m_L", "load.mass", "kg", "mass of the lifted module"),
         ("r_L", "load.position", "m", "where it is held, BCS"),
         ("GM_loaded", "load.gm", "m", "metacentric height with the load"),
+        ("GM_unloaded", "turn.gm", "m", "metacentric height of the empty ship (Problem 3)"),
     ],
     10: _VESSEL + [
         ("tau", "simulation.tau", "N, N m", "constant body-frame load"),

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
 
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
 
 from .assignments import ANSWER_MIME, DATA_FILE
 
@@ -32,9 +34,9 @@ def _reference(data_file: str | None):
     return data, answer_key(data)
 
 
-def course_reference():
-    """``(data, key)`` for the course: exercises/problem_data.yaml when a variant was rendered."""
-    return _reference(str(DATA_FILE) if DATA_FILE.exists() else None)
+def course_reference(data_file=DATA_FILE):
+    """``(data, key)`` of the course: ``data_file`` (a rendered variant) if it exists, else the reference."""
+    return _reference(str(data_file) if Path(data_file).exists() else None)
 
 
 def handed_in(cell, answer_id: str):
@@ -51,6 +53,9 @@ def handed_in(cell, answer_id: str):
 class JudgeAnswers(NbGraderPreprocessor):
     """Replace the outputs of each hand-in test cell by the grader's verdict."""
 
+    data_file = Unicode(str(DATA_FILE), help="problem data of a rendered variant; "
+                        "the reference data when the file does not exist").tag(config=True)
+
     def preprocess_cell(self, cell, resources, cell_index):
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
@@ -61,7 +66,7 @@ class JudgeAnswers(NbGraderPreprocessor):
         from .judge import judge
 
         answer_id = match.group(1)
-        data, key = course_reference()
+        data, key = course_reference(self.data_file)
         payload = handed_in(cell, answer_id)
         if payload is None:
             errors = [o for o in cell.outputs if o.get("output_type") == "error"]

@@ -1,0 +1,355 @@
+"""The ten assignments through real nbgrader: release, fetch, submit, collect, grade, feedback.
+
+Everything runs in a scratch copy of the course (nbgrader_config.py and exercises/)
+with its own exchange and gradebook. Students:
+
+* ``alice`` answers with the reference solution through the exchange: full marks on
+  every autograded part, Validate passes, feedback comes back, grades are exported;
+* ``blank`` submits the released notebooks untouched: zero on every autograded part;
+* ``forms`` gives every answer as a plain list (another valid form): full marks;
+* ``hostile`` (Problem 3) patches numpy and the builtins and answers wrongly, or
+  hands in an object that compares equal to anything: zero.
+
+No reference value may appear in a released notebook or in any feedback file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from traitlets.config import Config
+
+from rbtutor.autograde import HAND_IN
+from rbtutor.grading import printed_value
+from rbtutor.problems import answer_key, read_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = sorted(p.name for p in (ROOT / "exercises").glob("problem[0-9][0-9]")
+                  if p.name in os.environ.get("RBTUTOR_ONLY", p.name))
+PUBLISHED = read_yaml((ROOT / "solutions" / "answer_key.yaml").read_text())
+
+
+def submit_as(course: Path, student: str, name: str, answer) -> None:
+    """A student fetches ``name`` through the exchange, answers with ``answer(nb)``, and submits."""
+    home = course.parent / "students" / student
+    home.mkdir(parents=True, exist_ok=True)
+    student_exchange("fetch", course, home, name, student)
+    path = home / name / f"{name}.ipynb"
+    nbformat.write(answer(nbformat.read(path, as_version=4)), path)
+    student_exchange("submit", course, home, name, student)
+
+
+def cells(path):
+    return nbformat.read(path, as_version=4).cells
+
+
+def grade_meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def autograded_cells(path):
+    """Test cells that hand in a value: {grade_id: (answer id, variable)}."""
+    found = {}
+    for cell in cells(path):
+        meta = grade_meta(cell)
+        match = re.search(r"""^hand_in\(\s*["']([\w.]+)["']\s*,\s*(\w+)\s*\)""", cell.source, re.M)
+        if meta.get("grade") and not meta.get("solution") and match:
+            found[meta["grade_id"]] = match.groups()
+    return found
+
+
+def answered(nb, source: Path) -> nbformat.NotebookNode:
+    """A released notebook with every solution cell filled in from the source."""
+    solutions = {grade_meta(c)["grade_id"]: c.source for c in cells(source) if grade_meta(c).get("solution")}
+    for cell in nb.cells:
+        gid = grade_meta(cell).get("grade_id")
+        if grade_meta(cell).get("solution"):
+            cell.source = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", "", solutions[gid], flags=re.M)
+    return nb
+
+
+def exchange_config(course: Path, home: Path) -> Config:
+    config = Config()
+    config.CourseDirectory.course_id = "rbtutor"
+    config.Exchange.root = str(course / "exchange")
+    config.Exchange.assignment_dir = str(home)
+    return config
+
+
+def student_exchange(action, course, home, assignment, student="alice"):
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeSubmit
+
+    config = exchange_config(course, home)
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id, coursedir.student_id = assignment, student
+    cls = {"fetch": ExchangeFetchAssignment, "submit": ExchangeSubmit, "feedback": ExchangeFetchFeedback}[action]
+    cls(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
+
+
+def run_course(course: Path, command: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rbtutor.course", command, "--root", str(course)],
+                          capture_output=True, text=True, timeout=1800)
+
+
+def new_course(tmp: Path) -> Path:
+    course = tmp / "course"
+    course.mkdir()
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    for name in PROBLEMS:
+        shutil.copytree(ROOT / "exercises" / name, course / "exercises" / name,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    return course
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One class graded end to end; returns the course folder, the student home and the log."""
+    from nbgrader.apps import NbGraderAPI  # noqa: F401 - fail early if nbgrader is missing
+
+    from rbtutor.course import api
+
+    tmp = tmp_path_factory.mktemp("class")
+    course = new_course(tmp)
+    generated = run_course(course, "generate")
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    grader = api(course)
+    for name in PROBLEMS:
+        assert grader.release_assignment(name)["success"]
+        source = course / "exercises" / name / f"{name}.ipynb"
+        submit_as(course, "alice", name, lambda nb, s=source: answered(nb, s))
+        submit_as(course, "blank", name, lambda nb: nb)
+        submit_as(course, "forms", name, lambda nb, s=source: in_other_forms(answered(nb, s)))
+        submit_as(course, "wrong", name, lambda nb, s=source: all_wrong(nb, s))
+        if name == "problem03":
+            for student, code in HOSTILE.items():
+                submit_as(course, student, name, lambda nb, s=source, c=code: hostile(answered(nb, s), c))
+        assert grader.collect(name)["success"]
+    result = run_course(course, "grade")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    returned = run_course(course, "return-feedback")
+    assert returned.returncode == 0, returned.stdout + returned.stderr
+    home = course.parent / "students" / "alice"
+    for name in PROBLEMS:
+        student_exchange("feedback", course, home, name)
+    return course, home, result.stdout
+
+
+def in_other_forms(nb):
+    """Each numeric answer handed in as a nested list (another valid form), kept as it was elsewhere."""
+    out = []
+    for cell in nb.cells:
+        match = re.search(r"""^hand_in\(\s*["'][\w.]+["']\s*,\s*(\w+)\s*\)""", cell.source, re.M)
+        if match and grade_meta(cell).get("grade"):
+            var = match.group(1)
+            out.append(nbformat.v4.new_code_cell(
+                f"_kept = {var}\nif not isinstance({var}, str):\n    {var} = np.asarray({var}).tolist()"))
+            out.append(cell)
+            out.append(nbformat.v4.new_code_cell(f"{var} = _kept"))
+        else:
+            out.append(cell)
+    nb.cells = out
+    return nb
+
+
+def all_wrong(nb, source: Path):
+    """Every handed-in variable set to a value of the right shape that is wrong for every part."""
+    key = answer_key()
+    lines = []
+    for answer_id, var in autograded_cells(source).values():
+        value = key[answer_id].value
+        lines.append(f'{var} = "no idea"' if isinstance(value, str) else
+                     f"{var} = np.full({np.shape(value)!r}, 1.2345)")
+    first = next(c for c in nb.cells if grade_meta(c).get("solution") and c.cell_type == "code")
+    first.source = "\n".join(lines)
+    return nb
+
+
+HOSTILE = {
+    "patched": """
+import builtins, math
+np.isclose = lambda *a, **k: True
+np.allclose = lambda *a, **k: True
+math.isclose = lambda *a, **k: True
+builtins.abs = lambda x: 0
+K = 1.0
+""",
+    "always_equal": """
+class AlwaysEqual(float):
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __array__(self, *a, **k): return np.asarray(2.16e6)
+K = AlwaysEqual(1.0)
+""",
+}
+
+
+def hostile(nb, code):
+    """Problem 3 with the answer cell of part (b) replaced by ``code``."""
+    for cell in nb.cells:
+        if grade_meta(cell).get("grade_id") == "p3_b_K_answer":
+            cell.source = code
+    return nb
+
+
+def grade_of(course, assignment, student, grade_id):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        grade = gradebook.find_grade(grade_id, assignment, assignment, student)
+        return grade.score, grade.max_score
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_reference_solution_validates(name):
+    from nbgrader.validator import Validator
+
+    result = Validator().validate(str(ROOT / "exercises" / name / f"{name}.ipynb"))
+    assert not result.get("failed") and not result.get("changed") and not result.get("type_changed"), result
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_every_autograded_cell_hands_in_a_known_id(name):
+    found = autograded_cells(ROOT / "exercises" / name / f"{name}.ipynb")
+    number = int(name[-2:])
+    ids = {answer_id for answer_id, _ in found.values()}
+    assert ids == set(answer_key(problems=[number])), "every id of the key is autograded, and only those"
+    assert all(HAND_IN.search(f'hand_in("{i}", x)') for i in ids)
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_alice_full_marks_through_the_exchange(graded, name):
+    course, home, _ = graded
+    for grade_id in autograded_cells(course / "exercises" / name / f"{name}.ipynb"):
+        score, max_score = grade_of(course, name, "alice", grade_id)
+        assert score == max_score > 0, f"{name} {grade_id}: {score}/{max_score}"
+    assert list((home / name / "feedback").rglob("*.html")), "feedback fetched"
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+@pytest.mark.parametrize(("student", "full"), [("blank", False), ("wrong", False), ("forms", True)])
+def test_blank_scores_zero_and_lists_score_full(graded, name, student, full):
+    course, _, _ = graded
+    for grade_id in autograded_cells(course / "exercises" / name / f"{name}.ipynb"):
+        score, max_score = grade_of(course, name, student, grade_id)
+        assert score == (max_score if full else 0), f"{student} {name} {grade_id}: {score}/{max_score}"
+
+
+@pytest.mark.parametrize("student", sorted(HOSTILE))
+def test_hostile_answers_score_zero(graded, student):
+    course, _, _ = graded
+    if "problem03" not in PROBLEMS:
+        pytest.skip("Problem 3 is not among the assignments")
+    assert grade_of(course, "problem03", student, "p3_b_K") == (0.0, 2.0)
+    feedback = (course / "feedback" / student / "problem03" / "problem03.html").read_text()
+    assert "AnswerNotAccepted" in feedback
+
+
+def test_progress_and_export(graded):
+    course, _, log = graded
+    assert re.search(r"\[\d+/\d+\] alice problem\d\d: [\d.]+/[\d.]+ autograded", log)
+    rows = (course / "grades.csv").read_text().splitlines()
+    assert rows[0].startswith("student,assignment,score") and len(rows) > len(PROBLEMS)
+
+
+def data_numbers(value) -> set[float]:
+    """Every number of the problem data (they are given to students, so they are no leak)."""
+    if isinstance(value, dict):
+        return set().union(*(data_numbers(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(data_numbers(v) for v in value))
+    return {abs(float(value))}
+
+
+def reference_strings() -> set[str]:
+    """Every reference value that is not a data echo, in the formats it could be printed with."""
+    from rbtutor.problems import load_data
+
+    given = data_numbers(load_data())
+    strings = set()
+    for answer_id, answer in answer_key().items():
+        entry = PUBLISHED.get(answer_id, {})
+        if entry.get("kind") == "roundoff" or isinstance(answer.value, str):
+            continue
+        for x in np.ravel(answer.value):
+            if abs(x) < 1e-12 or any(abs(abs(x) - d) <= 1e-12 * d for d in given):
+                continue
+            for fmt in ("{:.3g}", "{:.4g}", "{:.5g}", "{:.6g}", "{:.3e}", "{:.4e}", "{!r}"):
+                strings.add(fmt.format(float(x)))
+        printed = entry.get("printed")
+        for text in np.ravel(np.array(printed, dtype=object)) if printed is not None else []:
+            try:
+                if any(abs(abs(printed_value(str(text))) - d) <= 1e-12 * d for d in given):
+                    continue
+            except ValueError:
+                pass
+            strings.add(str(text))
+    # decimals with at least three significant digits; shorter ones ("0.36", "1.5") or
+    # integers ("128") are too common in any page to be evidence of a leak
+    def significant(s):
+        return len(re.sub(r"[^0-9]", "", s.split("e")[0]).lstrip("0"))
+
+    return {s for s in strings if re.search(r"[.e]", s) and significant(s) >= 3}
+
+
+def test_no_reference_value_leaks(graded):
+    """Released notebooks, and the feedback of submissions that fail every check."""
+    course, home, _ = graded
+    # students who computed nothing right: whatever of the key shows up came from the grader
+    files = list((course / "release").rglob("*.ipynb"))
+    files += [p for student in ("blank", "wrong") for p in (course / "feedback" / student).rglob("*.html")]
+    assert len(files) == 3 * len(PROBLEMS)
+    secrets = reference_strings()
+    leaks = {}
+    for path in files:
+        text = re.sub(r"<(style|script)\b.*?</\1>", "", path.read_text(), flags=re.S)
+        if path.suffix == ".ipynb":
+            text = "\n".join(c.source for c in nbformat.reads(text, as_version=4).cells)
+        hits = sorted(s for s in secrets if re.search(r"(?<![\d.])" + re.escape(s) + r"(?!\d)", text))
+        if hits:
+            leaks[str(path.relative_to(course.parent))] = hits[:5]
+    assert not leaks, json.dumps(leaks, indent=1)
+
+
+def test_variant_for_another_ship(tmp_path):
+    """`make assignments DATA=...`: notebooks and grader follow the new ship together."""
+    from rbtutor.course import api
+
+    name = "problem03"
+    if name not in PROBLEMS:
+        pytest.skip("Problem 3 is not among the assignments")
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises" / name, course / "exercises" / name)
+    variant = tmp_path / "other_ship.yaml"
+    variant.write_text("vessel:\n  mass: 8.0e6\n  r_g: [-1.0, 0.0, -0.5]\nturn:\n  gm: 2.0\n")
+    rendered = subprocess.run([sys.executable, "-m", "rbtutor.assignments", "render", "--data", str(variant),
+                               "--exercises", str(course / "exercises")], capture_output=True, text=True)
+    assert rendered.returncode == 0, rendered.stderr
+    assert (course / "exercises" / "problem_data.yaml").exists()
+    assert run_course(course, "generate").returncode == 0
+    released = (course / "release" / name / f"{name}.ipynb").read_text()
+    assert "m = 8000000.0" in released and "m = 6000000.0" not in released
+    grader = api(course)
+    assert grader.release_assignment(name)["success"]
+    source = course / "exercises" / name / f"{name}.ipynb"
+    course_ship_k = answer_key(problems=[3])["p3.b.K"].value
+    submit_as(course, "solver", name, lambda nb: answered(nb, source))
+    submit_as(course, "copier", name, lambda nb: hostile(answered(nb, source), f"K = {course_ship_k!r}"))
+    assert grader.collect(name)["success"]
+    assert run_course(course, "grade").returncode == 0
+    for grade_id in autograded_cells(source):
+        score, max_score = grade_of(course, name, "solver", grade_id)
+        assert score == max_score, grade_id
+    assert grade_of(course, name, "copier", "p3_b_K") == (0.0, 2.0)
