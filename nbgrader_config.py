@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent
 c.CourseDirectory.root = str(ROOT)
 c.CourseDirectory.course_id = "rbtutor"
 c.CourseDirectory.source_directory = "exercises"
-c.CourseDirectory.db_url = os.environ.get("RBTUTOR_GRADEBOOK", f"sqlite:///{ROOT / 'gradebook.db'}")
+# Several grading processes write to the gradebook at once (make grade): wait for the lock.
+c.CourseDirectory.db_url = os.environ.get("RBTUTOR_GRADEBOOK", f"sqlite:///{ROOT / 'gradebook.db'}?timeout=120")
 c.Exchange.root = os.environ.get("RBTUTOR_EXCHANGE", str(ROOT / "exchange"))
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -3,8 +3,9 @@
 ``return-feedback`` puts the feedback into the exchange for the students to fetch.
 ``generate`` turns every source notebook in exercises/ into its student version
 (nbgrader ``generate_assignment``). ``grade`` autogrades every submission in
-submitted/, with one line of progress per student and assignment, generates the
-feedback, and exports the grades to grades.csv; the gradebook is copied to
+submitted/, several at once (one worker process per core; ``--jobs`` to choose),
+with one line of progress per student and assignment, generates the feedback,
+and exports the grades to grades.csv; the gradebook is copied to
 gradebook.db.bak first. Re-running ``grade`` re-grades from the submissions and
 gives the same grades. A submission that cannot be graded is listed at the end
 with the reason, and the command then exits with status 1.
@@ -66,32 +67,58 @@ def export_grades(grader, path: Path) -> None:
                                  f"{submission.max_score:g}", submission.needs_manual_grade])
 
 
-def grade(root: Path = ROOT) -> int:
+_WORKER_API = {}
+
+
+def _autograde_one(job: tuple[str, str, str]) -> tuple[str, str, str, float, str | None]:
+    """Autograde and make feedback for one submission; runs in a worker process."""
+    root, assignment, student = job
+    grader = _WORKER_API.get(root) or _WORKER_API.setdefault(root, api(Path(root)))
+    start = time.perf_counter()
+    result = grader.autograde(assignment, student, force=True)
+    if not result["success"]:
+        return assignment, student, "NOT GRADED", time.perf_counter() - start, result["log"][-800:]
+    with grader.gradebook as gradebook:
+        sub = gradebook.find_submission(assignment, student)
+        summary = f"{sub.code_score:g}/{sub.max_code_score:g} autograded"
+        summary += ", written parts to grade" if sub.needs_manual_grade else ""
+    feedback = grader.generate_feedback(assignment, student, force=True)
+    problem = None if feedback["success"] else "feedback: " + feedback["log"][-800:]
+    return assignment, student, summary, time.perf_counter() - start, problem
+
+
+def grade(root: Path = ROOT, jobs: int | None = None) -> int:
+    """Autograde every submission, ``jobs`` at a time (all cores by default)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     grader = api(root)
     database = root / "gradebook.db"
     if database.exists():
         shutil.copy2(database, root / "gradebook.db.bak")
-    jobs = [(a, s.name) for a in assignments(root)
+    work = [(str(root), a, s.name) for a in assignments(root)
             for s in sorted((root / "submitted").glob("*")) if (s / a).is_dir()]
+    with grader.gradebook as gradebook:  # create the students first: workers then never race to
+        for student in sorted({s for _, _, s in work}):
+            gradebook.update_or_create_student(student)
+    jobs = jobs or os.cpu_count() or 1
     failures = []
-    for k, (assignment, student) in enumerate(jobs, 1):
-        start = time.perf_counter()
-        result = grader.autograde(assignment, student, force=True)
-        seconds = time.perf_counter() - start
-        if result["success"]:
-            with grader.gradebook as gradebook:
-                sub = gradebook.find_submission(assignment, student)
-                summary = f"{sub.code_score:g}/{sub.max_code_score:g} autograded"
-                summary += ", written parts to grade" if sub.needs_manual_grade else ""
-            feedback = grader.generate_feedback(assignment, student, force=True)
-            if not feedback["success"]:
-                failures.append((assignment, student, "feedback: " + feedback["log"][-500:]))
-        else:
-            summary = "NOT GRADED"
-            failures.append((assignment, student, result["log"][-500:]))
-        print(f"[{k}/{len(jobs)}] {student} {assignment}: {summary} ({seconds:.1f} s)", flush=True)
+    start = time.perf_counter()
+    if jobs == 1:
+        results = map(_autograde_one, work)
+    else:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+        results = pool.map(_autograde_one, work)
+    for k, (assignment, student, summary, seconds, problem) in enumerate(results, 1):
+        print(f"[{k}/{len(work)}] {student} {assignment}: {summary} ({seconds:.1f} s)", flush=True)
+        if problem:
+            failures.append((assignment, student, problem))
+    if jobs != 1:
+        pool.shutdown()
+    elapsed = time.perf_counter() - start
     export_grades(grader, root / "grades.csv")
-    print(f"grades: {root / 'grades.csv'}; feedback: {root / 'feedback'}")
+    print(f"graded {len(work)} submissions in {elapsed:.1f} s with {jobs} worker(s); "
+          f"grades: {root / 'grades.csv'}; feedback: {root / 'feedback'}")
     for assignment, student, reason in failures:
         print(f"could not grade {student} {assignment}: {reason}", file=sys.stderr)
     return 1 if failures else 0
@@ -126,8 +153,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rbtutor.course")
     parser.add_argument("command", choices=("generate", "grade", "return-feedback"))
     parser.add_argument("--root", default=str(ROOT), help="course folder (with nbgrader_config.py)")
+    parser.add_argument("--jobs", type=int, default=None, help="grade this many submissions at once "
+                        "(default: one per core)")
     args = parser.parse_args(argv)
-    commands = {"generate": generate, "grade": grade, "return-feedback": return_feedback}
+    if args.command == "grade":
+        return grade(Path(args.root), args.jobs)
+    commands = {"generate": generate, "return-feedback": return_feedback}
     return commands[args.command](Path(args.root))
 
 

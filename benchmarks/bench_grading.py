@@ -1,0 +1,113 @@
+"""Grading throughput: the floor, then a generated class graded serially and in parallel.
+
+* floor: start the grading kernel and execute an empty notebook (median of 5);
+* a class of STUDENTS students x 10 assignments, every student answering with the
+  reference solution, graded by ``rbtutor.course.grade`` with one worker and with one
+  worker per core, each from a fresh copy of the same submissions.
+
+Targets on the course machine (2 cores): parallel at least 1.7 times faster than
+serial, and the serial cost per notebook within 1.5 times the floor. The class size
+can be lowered for a quick look: RBTUTOR_BENCH_STUDENTS=4 make bench.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDENTS = int(os.environ.get("RBTUTOR_BENCH_STUDENTS", "20"))
+PARALLEL_TARGET, FLOOR_TARGET = 1.7, 1.5
+
+
+def floor_seconds() -> float:
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_notebook
+
+    from rbtutor import student_kernel
+
+    name = student_kernel.install()
+    samples = []
+    for _ in range(5):
+        with tempfile.TemporaryDirectory() as work:
+            start = time.perf_counter()
+            NotebookClient(new_notebook(), kernel_name=name, resources={"metadata": {"path": work}}).execute()
+            samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def solution(source: Path) -> nbformat.NotebookNode:
+    """The source notebook as a student would hand it in: solutions in, markers out."""
+    import re
+
+    nb = nbformat.read(source, as_version=4)
+    for cell in nb.cells:
+        cell.source = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", "", cell.source, flags=re.M)
+    return nb
+
+
+def make_class(course: Path) -> int:
+    from rbtutor.course import api, assignments
+
+    course.mkdir()
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises", course / "exercises", ignore=shutil.ignore_patterns("problem_data.yaml"))
+    grader = api(course)
+    count = 0
+    for name in assignments(course):
+        assert grader.generate_assignment(name, force=True)["success"]
+        nb = solution(course / "exercises" / name / f"{name}.ipynb")
+        for k in range(STUDENTS):
+            folder = course / "submitted" / f"student{k:03d}" / name
+            folder.mkdir(parents=True)
+            nbformat.write(nb, folder / f"{name}.ipynb")
+            (folder / "timestamp.txt").write_text("2026-12-01 12:00:00.000000 UTC")
+            count += 1
+    return count
+
+
+def timed_grade(template: Path, where: Path, jobs: int) -> float:
+    from rbtutor.course import grade
+
+    shutil.copytree(template, where)
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = grade(where, jobs)
+    seconds = time.perf_counter() - start
+    if status != 0:
+        sys.exit(f"grading with {jobs} job(s) failed")
+    return seconds
+
+
+def main() -> None:
+    cores = os.cpu_count() or 1
+    floor = floor_seconds()
+    with tempfile.TemporaryDirectory(prefix="rbtutor-bench-grading-") as tmp:
+        template = Path(tmp) / "template"
+        count = make_class(template)
+        serial = timed_grade(template, Path(tmp) / "serial", 1)
+        parallel = timed_grade(template, Path(tmp) / "parallel", cores)
+    per_serial, per_parallel = serial / count, parallel / count
+    speedup, over_floor = serial / parallel, per_serial / floor
+    print(f"class: {STUDENTS} students x {count // max(STUDENTS, 1)} assignments = {count} notebooks; {cores} cores")
+    print(f"{'quantity':<46} {'value':>10} {'target':>10}")
+    print(f"{'floor: kernel start + empty notebook':<46} {floor:9.2f}s")
+    print(f"{'serial, per notebook':<46} {per_serial:9.2f}s")
+    print(f"{'parallel, per notebook (wall)':<46} {per_parallel:9.2f}s")
+    verdict = "PASS" if speedup >= PARALLEL_TARGET else "FAIL"
+    print(f"{'parallel speed-up':<46} {speedup:9.2f}x {'>= ' + str(PARALLEL_TARGET):>10}  {verdict}")
+    verdict = "PASS" if over_floor <= FLOOR_TARGET else "FAIL"
+    print(f"{'serial per notebook / floor':<46} {over_floor:9.2f}x {'<= ' + str(FLOOR_TARGET):>10}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
