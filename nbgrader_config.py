@@ -3,7 +3,8 @@
 Sources are in exercises/ (one assignment per problem, problem01 ... problem10);
 the exchange is the folder exchange/ of the course unless RBTUTOR_EXCHANGE names
 another. Autograding runs the student's notebook in the kernel
-rbtutor.student_kernel (no rbtutor, AUTOGRADING set) and then judges the
+rbtutor.student_kernel (confined by bubblewrap: no network, course files hidden,
+memory and processes bounded; no rbtutor; AUTOGRADING set) and then judges the
 handed-in values in this process with rbtutor.autograde.JudgeAnswers.
 """
 
@@ -38,6 +39,10 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 c.JudgeAnswers.data_file = str(ROOT / "exercises" / "problem_data.yaml")
 c.Execute.kernel_name = student_kernel.install()
+# The kernel is confined by bubblewrap (rbtutor/student_kernel.py): no network, so the
+# kernel talks to nbgrader over IPC sockets in a private folder instead of TCP.
+c.KernelManager.transport = "ipc"
+c.KernelManager.ip = student_kernel.ipc_prefix()
 c.Execute.timeout = 300
 c.Autograde.autograde_preprocessors = [
     Execute,

@@ -1,20 +1,84 @@
-"""The kernel that runs student notebooks while they are graded.
+"""The kernel that runs student notebooks while they are graded, confined by bubblewrap.
 
-It is a plain IPython kernel with two differences: ``import rbtutor`` fails (the
-course library is the instructor's, and a student's code must not lean on it),
-and ``RBTUTOR_AUTOGRADING=1`` is set so that notebooks skip their plots.
-:func:`install` writes its kernelspec into the environment; nbgrader_config.py
-makes nbgrader's ``Execute`` use it.
+It is an IPython kernel with these differences from a plain one:
+
+* ``import rbtutor`` fails (the course library is the instructor's, and a student's
+  code must not lean on it), and ``RBTUTOR_AUTOGRADING=1`` is set so that notebooks
+  skip their plots;
+* it runs in a bubblewrap (``bwrap``, Debian package ``bubblewrap``) sandbox: the
+  whole file system is read-only, the course folder (the nearest ancestor of the
+  working folder holding ``nbgrader_config.py``, or ``RBTUTOR_COURSE_ROOT``), the
+  repository holding this package, ``/home``, ``/root``, ``/srv`` and any folder in
+  ``RBTUTOR_SANDBOX_HIDE`` (``os.pathsep``-separated) are hidden under empty
+  tmpfs, except the working folder (writable) and the virtual environment
+  (read-only); ``/tmp`` is a private tmpfs; there is no network at all (a new
+  network namespace with nothing in it, not even the host's loopback); the
+  environment is reduced to a short list of variables;
+* it runs as an unprivileged user: as uid/gid 65534 (nobody) when grading runs as
+  root, otherwise as the grading user; the working folder is handed to uid 65534
+  (chown of that one folder) so that the kernel can write there;
+* it is bounded: address space ``RBTUTOR_KERNEL_MEMORY`` (bytes, default 4 GiB),
+  processes and threads ``RBTUTOR_KERNEL_NPROC`` more than that user has at launch
+  (default 128), files ``RBTUTOR_KERNEL_FSIZE`` (default 1 GiB), ``/tmp`` 512 MiB.
+
+:func:`install` writes the kernelspec ``rbtutor-student`` into the environment; its
+argv is ``python -m rbtutor.student_kernel -f {connection_file}``: this module's
+:func:`main` runs outside the sandbox, works out the paths (the working folder is
+its cwd at launch, which nbgrader sets to the folder of the notebook it executes),
+builds the ``bwrap`` command and ``exec``s it; inside, a short program installs the
+``rbtutor`` refusal and starts ipykernel.
+
+The kernel cannot be reached over TCP from outside its network namespace, so the
+kernel manager must use the ``ipc`` transport with its sockets in a private folder,
+which the launcher binds into the sandbox. In nbgrader_config.py::
+
+    c.KernelManager.transport = "ipc"
+    c.KernelManager.ip = student_kernel.ipc_prefix()
+
+The launcher refuses a connection file with another transport.
+
+When bubblewrap cannot run (not Linux, not installed, user namespaces disabled) the
+launcher exits with an error rather than run the kernel unconfined. A developer who
+wants the old unconfined kernel anyway (no sandbox, no limits, only the ``rbtutor``
+refusal; any transport) sets ``RBTUTOR_UNCONFINED=1``.
+
+What it does not protect: anything readable by everyone outside the hidden folders
+(the system, other folders under ``/work`` or ``/opt``...), CPU time (only nbgrader's
+per-cell timeout bounds it), the number and total size of files written into the
+working folder beyond the per-file limit, and the kernel's own outputs, which the
+grading process reads (they are judged there, see rbtutor.autograde).
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.abc
+import inspect
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import textwrap
+from pathlib import Path
 
 KERNEL_NAME = "rbtutor-student"
+SANDBOX_UID = 65534  # nobody / nogroup, used when grading runs as root
+GIB = 2**30
+DEFAULT_MEMORY = 4 * GIB
+DEFAULT_NPROC = 128
+DEFAULT_FSIZE = 1 * GIB
+TMP_SIZE = 512 * 2**20
+HIDE_SIZE = 4 * 2**20
+ALWAYS_HIDDEN = ("/home", "/root", "/srv")
+# variables passed into the sandbox (everything else is cleared)
+KEPT_ENV = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "NBGRADER_EXECUTION",
+            "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot be set up; the kernel is not started."""
 
 
 class _RefuseCourseLibrary(importlib.abc.MetaPathFinder):
@@ -24,6 +88,18 @@ class _RefuseCourseLibrary(importlib.abc.MetaPathFinder):
                 "rbtutor is the instructor's library and is not available while grading; "
                 "compute the answers with numpy, scipy and sympy", name=name)
         return None
+
+
+# The program run inside the sandbox (the package itself is hidden there).
+INNER_SOURCE = "import importlib.abc, os, sys\n" + textwrap.dedent(
+    inspect.getsource(_RefuseCourseLibrary)) + """
+for _name in [n for n in sys.modules if n == "rbtutor" or n.startswith("rbtutor.")]:
+    del sys.modules[_name]
+sys.meta_path.insert(0, _RefuseCourseLibrary())
+os.environ["RBTUTOR_AUTOGRADING"] = "1"
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+"""
 
 
 def install(prefix: str | None = None) -> str:
@@ -44,14 +120,200 @@ def install(prefix: str | None = None) -> str:
     return KERNEL_NAME
 
 
-def main() -> None:
-    for name in [n for n in sys.modules if n == "rbtutor" or n.startswith("rbtutor.")]:
-        del sys.modules[name]
-    sys.meta_path.insert(0, _RefuseCourseLibrary())
-    os.environ["RBTUTOR_AUTOGRADING"] = "1"
-    from ipykernel import kernelapp
+def ipc_prefix() -> str:
+    """A fresh private folder for the kernels' IPC sockets (removed at exit); return the prefix.
 
-    kernelapp.launch_new_instance()
+    For ``c.KernelManager.ip`` with ``c.KernelManager.transport = "ipc"``.
+    """
+    folder = tempfile.mkdtemp(prefix="rbtutor-kernel-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return os.path.join(folder, "kernel")
+
+
+def _size(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    factor = units.get(text[-1].upper(), 1)
+    try:
+        return int(float(text[:-1] if text[-1].upper() in units else text) * factor)
+    except ValueError:
+        raise SandboxError(f"{name}={text!r} is not a size (e.g. 4G, 512M, 1000000)") from None
+
+
+def _tasks_of(uid: int) -> int:
+    """Processes and threads whose real uid is ``uid`` (what RLIMIT_NPROC counts)."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"])
+        except (OSError, KeyError, ValueError):
+            continue
+    return count
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _course_roots(work: Path) -> list[Path]:
+    roots = [p for p in [work, *work.parents] if (p / "nbgrader_config.py").is_file()][:1]
+    roots += [Path(p).resolve() for p in os.environ.get("RBTUTOR_COURSE_ROOT", "").split(os.pathsep) if p]
+    return roots
+
+
+def _connection(path: str) -> dict:
+    try:
+        with open(path) as handle:
+            info = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise SandboxError(f"cannot read the connection file {path}: {exc}") from None
+    if info.get("transport") != "ipc" or not os.path.isabs(info.get("ip", "")):
+        raise SandboxError(
+            f"the kernel manager asked for transport {info.get('transport')!r} at {info.get('ip')!r}; "
+            "the confined kernel has no network, so it needs the ipc transport with an absolute "
+            "socket prefix in a private folder. In nbgrader_config.py:\n"
+            '    c.KernelManager.transport = "ipc"\n'
+            "    c.KernelManager.ip = student_kernel.ipc_prefix()\n"
+            "(or set RBTUTOR_UNCONFINED=1 to run without confinement, for development only)")
+    return info
+
+
+def _check_tools() -> None:
+    if not sys.platform.startswith("linux"):
+        raise SandboxError(f"the confined grading kernel needs Linux (bubblewrap); this is {sys.platform}")
+    missing = [t for t in ("bwrap", "prlimit", "setpriv") if shutil.which(t) is None]
+    if missing:
+        raise SandboxError(f"{', '.join(missing)} not found: install bubblewrap and util-linux "
+                           "(apt-get install -y bubblewrap)")
+    probe = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        raise SandboxError(f"bubblewrap cannot create its namespaces here: {probe.stderr.strip()}")
+
+
+def sandbox_argv(argv: list[str], work: Path) -> list[str]:
+    """The command that runs the kernel confined; ``argv`` holds ipykernel's arguments (with -f).
+
+    Changes ownership of the working folder and the socket folder to the sandbox user
+    when running as root.
+    """
+    _check_tools()
+    if "-f" not in argv or argv.index("-f") + 1 >= len(argv):
+        raise SandboxError("usage: python -m rbtutor.student_kernel -f CONNECTION_FILE [ipykernel options]")
+    at = argv.index("-f") + 1
+    info = _connection(argv[at])
+    run = Path(info["ip"]).parent.resolve()
+    owners = {os.getuid(), SANDBOX_UID} if os.getuid() == 0 else {os.getuid()}
+    if run in (Path("/"), Path("/tmp")) or not run.is_dir() or run.stat().st_uid not in owners \
+            or run.stat().st_mode & 0o077:
+        raise SandboxError(f"the IPC socket folder {run} must be a private folder (mode 0700, owned by "
+                           "the grader) used for nothing else: use student_kernel.ipc_prefix()")
+
+    work = work.resolve()
+    venv = Path(sys.prefix).resolve()
+    base = Path(sys.base_prefix).resolve()  # the interpreter and its standard library
+    import rbtutor  # the launcher runs outside the sandbox, where the package is available
+
+    repo = Path(rbtutor.__file__).resolve().parents[1]
+    hidden = [*_course_roots(work), repo, *map(Path, ALWAYS_HIDDEN)]
+    hidden += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
+    for folder in hidden:
+        if work in (Path("/"), Path("/tmp")) or (_under(folder, work) and folder.exists()):
+            raise SandboxError(f"refusing to run a student's kernel in {work}: it holds {folder}, "
+                               "which must stay hidden")
+    if _under(run, work) or _under(work, run):
+        raise SandboxError(f"the socket folder {run} and the working folder {work} must be apart")
+
+    root = os.getuid() == 0
+    uid = SANDBOX_UID if root else os.getuid()
+    inner_conn = run / (Path(argv[at]).stem + "-sandbox.json")
+    shutil.copyfile(argv[at], inner_conn)
+    os.chmod(inner_conn, 0o600)
+    if root:
+        for path in (run, inner_conn, work):
+            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+        os.chmod(work, 0o755)
+    args = [*argv[:at], str(inner_conn), *argv[at + 1:]]
+
+    # As root, bwrap runs privileged and without a user namespace, so that setpriv can
+    # drop to a real unprivileged uid (RLIMIT_NPROC does not apply to root, nor to a
+    # uid mapped onto root); otherwise bwrap runs unprivileged in a user namespace.
+    cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+           "--die-with-parent", "--clearenv"]
+    if not root:
+        cmd += ["--unshare-user", "--disable-userns"]
+    env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+    env.update(HOME="/tmp", PATH=f"{venv / 'bin'}:/usr/bin:/bin", RBTUTOR_AUTOGRADING="1",
+               MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"), MPLCONFIGDIR="/tmp/matplotlib")
+    for key, value in env.items():
+        cmd += ["--setenv", key, value]
+    cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+
+    # Hide the course (read-only empty tmpfs); as root, also hide each first ancestor of
+    # a bound folder that the sandbox user could not pass anyway (e.g. /root, 0700).
+    hide = [f for f in hidden if f.exists()]
+    if root:
+        for target in (venv, base, work, run):
+            for parent in reversed(target.parents):
+                if any(_under(parent, f) for f in [Path("/tmp"), *hide]):
+                    break
+                st = parent.stat()
+                if not st.st_mode & 0o001 and st.st_uid != SANDBOX_UID:
+                    hide.append(parent)
+                    break
+    hide = sorted(set(hide), key=lambda p: len(p.parts))
+    hide = [f for k, f in enumerate(hide) if not any(_under(f, g) for g in hide[:k])]
+    binds = list(dict.fromkeys([("--ro-bind", base), ("--ro-bind", venv), ("--bind", run), ("--bind", work)]))
+    fresh = [Path("/tmp"), *hide]  # new tmpfs inside the sandbox
+    made = set()
+
+    def passable(target: Path) -> None:  # folders leading to target inside a new tmpfs: 0755
+        for parent in reversed(target.parents):
+            if parent not in made and any(f in parent.parents for f in fresh):
+                cmd.extend(["--perms", "0755", "--dir", str(parent)])
+                made.add(parent)
+
+    for folder in hide:
+        passable(folder)
+        cmd += ["--size", str(HIDE_SIZE), "--tmpfs", str(folder)]
+    for option, target in binds:
+        passable(target)
+        cmd += [option, str(target), str(target)]
+    for folder in hide:
+        cmd += ["--remount-ro", str(folder)]
+    cmd += ["--chdir", str(work), "--"]
+
+    if root:
+        cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    nproc = _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC)
+    cmd += ["prlimit", f"--as={_size('RBTUTOR_KERNEL_MEMORY', DEFAULT_MEMORY)}", f"--nproc={nproc}",
+            f"--fsize={_size('RBTUTOR_KERNEL_FSIZE', DEFAULT_FSIZE)}", "--core=0", "--"]
+    cmd += [str(venv / "bin" / "python"), "-s", "-c", INNER_SOURCE, *args]
+    return cmd
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get("RBTUTOR_UNCONFINED") == "1":
+        print("rbtutor.student_kernel: RBTUTOR_UNCONFINED=1, the student's code runs UNCONFINED",
+              file=sys.stderr)
+        sys.argv = [sys.argv[0], *argv]
+        exec(compile(INNER_SOURCE, "<rbtutor-student-kernel>", "exec"), {"__name__": "__main__"})
+        return
+    try:
+        cmd = sandbox_argv(argv, Path.cwd())
+    except SandboxError as exc:
+        print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
+        sys.exit(2)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp(cmd[0], cmd)
 
 
 if __name__ == "__main__":
