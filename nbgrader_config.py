@@ -15,14 +15,16 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
-    Execute,
+    ClearOutput,
     IgnorePattern,
     LimitOutput,
+    OverwriteKernelspec,
     SaveAutoGrades,
 )
 
 from rbtutor import student_kernel
 from rbtutor.autograde import JudgeAnswers
+from rbtutor.harness import BoundedExecute, CapOutput, RestoreCells, ScanSubmission
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
@@ -43,9 +45,21 @@ c.Execute.kernel_name = student_kernel.install()
 # kernel talks to nbgrader over IPC sockets in a private folder instead of TCP.
 c.KernelManager.transport = "ipc"
 c.KernelManager.ip = student_kernel.ipc_prefix()
-c.Execute.timeout = 300
+# Before execution: every cell the gradebook knows gets back its type, flags, points and
+# (locked cells) source; deleted test cells come back; duplicates are defused; then the
+# submission is scanned for suspicious code (rbtutor/harness.py, integrity/ and the report).
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    OverwriteKernelspec,
+    RestoreCells,
+    ScanSubmission,
+    CheckCellMetadata,
+]
+# Execution bounded per cell (Execute.timeout) and per notebook, surviving a dead kernel;
+# output capped in bytes; then the handed-in values are judged here, not in the kernel.
 c.Autograde.autograde_preprocessors = [
-    Execute,
+    BoundedExecute,
+    CapOutput,
     JudgeAnswers,
     IgnorePattern,
     ClearMetadataPreprocessor,
@@ -54,3 +68,5 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+c.Execute.timeout = 120
+c.BoundedExecute.notebook_timeout = 300

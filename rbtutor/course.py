@@ -117,6 +117,9 @@ def grade(root: Path = ROOT, jobs: int | None = None) -> int:
         pool.shutdown()
     elapsed = time.perf_counter() - start
     export_grades(grader, root / "grades.csv")
+    from .harness import write_integrity_report
+
+    print(f"integrity report: {write_integrity_report(root)}")
     print(f"graded {len(work)} submissions in {elapsed:.1f} s with {jobs} worker(s); "
           f"grades: {root / 'grades.csv'}; feedback: {root / 'feedback'}")
     for assignment, student, reason in failures:

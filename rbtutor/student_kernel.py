@@ -109,6 +109,8 @@ def install(prefix: str | None = None) -> str:
         "argv": [sys.executable, "-m", "rbtutor.student_kernel", "-f", "{connection_file}"],
         "display_name": "Python 3 (rbtutor grading)",
         "language": "python",
+        # a signal would reach bwrap, not the kernel: interrupt over the control channel
+        "interrupt_mode": "message",
         "env": {"RBTUTOR_AUTOGRADING": "1", "MPLBACKEND": "Agg"},
     }
     path = os.path.join(folder, "kernel.json")
