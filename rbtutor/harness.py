@@ -47,7 +47,7 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Bool, Float, Integer, Unicode
 
-from .assignments import ANSWER_MIME
+from .assignments import ANSWER_MIME, DATA_ID
 
 EVENTS_DIR = "integrity"
 REPORT_NAME = "integrity_report"
@@ -665,6 +665,25 @@ def _strings_and_code(source: str):
     return "".join(code).replace(" . ", ".").replace(" .", ".").replace(". ", "."), strings
 
 
+def assigned_names(source: str) -> set[str]:
+    """Names that a cell binds at top level or anywhere (assignment, del, for, with, import...)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
 def scan_source(source: str) -> list[tuple[str, str]]:
     """Suspicious (category, evidence) found in one cell of student code."""
     if source.lstrip().startswith(("%", "!")) or "\n!" in source or "\n%" in source:
@@ -706,10 +725,16 @@ class ScanSubmission(_Events, NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         fresh = "rbtutor" not in resources
         events = []
+        data_names = set()
+        for cell in nb.cells:
+            if _meta(cell).get("grade_id") == DATA_ID:
+                data_names |= assigned_names(cell.source)
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code" or _meta(cell).get("locked"):
                 continue
-            for category, evidence in scan_source(cell.source):
+            found = scan_source(cell.source)
+            found += [("data_reassigned", name) for name in sorted(assigned_names(cell.source) & data_names)]
+            for category, evidence in found:
                 events.append(_event(category, f"cell {index}: {category.replace('_', ' ')}: {evidence}",
                                      cell=index, grade_id=_meta(cell).get("grade_id"), pattern=evidence))
         self._store(resources, events, fresh=fresh)
