@@ -250,7 +250,10 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
         cmd += ["--unshare-user", "--disable-userns"]
     env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
     env.update(HOME="/tmp", PATH=f"{venv / 'bin'}:/usr/bin:/bin", RBTUTOR_AUTOGRADING="1",
-               MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"), MPLCONFIGDIR="/tmp/matplotlib")
+               MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"), MPLCONFIGDIR="/tmp/matplotlib",
+               # the grading process is outside the PID namespace: no parent to poll (1 = none),
+               # which also keeps ipykernel from printing its stand-alone banner on stdout
+               JPY_PARENT_PID="1")
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
