@@ -31,21 +31,25 @@ PARALLEL_TARGET, FLOOR_TARGET = 1.7, 1.5
 
 def floor_seconds() -> float:
     """Start the grading kernel (confined, as nbgrader_config.py sets it up) and run an empty notebook."""
-    from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from nbformat.v4 import new_notebook
+    from traitlets.config import Config
 
     from rbtutor import student_kernel
 
-    name, prefix = student_kernel.install(), student_kernel.ipc_prefix()
+    config = Config()
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = student_kernel.ipc_prefix()
+    name = student_kernel.install()
     samples = []
     for _ in range(5):
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp) / "autograded" / "someone" / "problem00"  # like nbgrader's working folder
             work.mkdir(parents=True)
-            km = AsyncKernelManager(kernel_name=name, transport="ipc", ip=prefix)
+            client = NotebookClient(new_notebook(), kernel_name=name, config=config,
+                                    resources={"metadata": {"path": str(work)}})
             start = time.perf_counter()
-            NotebookClient(new_notebook(), km=km, resources={"metadata": {"path": str(work)}}).execute()
+            client.execute()  # starts, runs and shuts down its own kernel
             samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
