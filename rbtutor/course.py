@@ -25,8 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def api(root: Path = ROOT):
     """An NbGraderAPI configured by the course's nbgrader_config.py in ``root``."""
+    import warnings
+
     from nbgrader.apps import NbGraderAPI
+    from sqlalchemy.exc import SAWarning
     from traitlets.config.loader import PyFileConfigLoader
+
+    # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every submission; they say
+    # nothing about the grades and would bury the progress lines
+    warnings.filterwarnings("ignore", category=SAWarning, module=r"nbgrader\.")
 
     # a new gradebook runs `alembic`, which lives beside this interpreter
     bin_dir = str(Path(sys.executable).parent)

@@ -14,15 +14,18 @@ It is an IPython kernel with these differences from a plain one:
   (read-only); ``/tmp`` is a private tmpfs; there is no network at all (a new
   network namespace with nothing in it, not even the host's loopback); the
   environment is reduced to a short list of variables;
-* it runs as an unprivileged user: as uid/gid 65534 (nobody) when grading runs as
-  root, otherwise as the grading user; the working folder is handed to uid 65534
+* it runs as an unprivileged user: when grading runs as root, as a uid/gid of its own,
+  ``SANDBOX_UID_BASE`` plus the launcher's pid (unique among running kernels, so that
+  one kernel's fork loop cannot use up the process limit of another graded at the same
+  time), otherwise as the grading user; the working folder is handed to that uid
   (chown of that one folder) so that the kernel can write there;
 * it is bounded: address space ``RBTUTOR_KERNEL_MEMORY`` (bytes, default 4 GiB),
   processes and threads ``RBTUTOR_KERNEL_NPROC`` more than that user has at launch
   (default 128), files ``RBTUTOR_KERNEL_FSIZE`` (default 1 GiB), ``/tmp`` 512 MiB.
 
 :func:`install` writes the kernelspec ``rbtutor-student`` into the environment; its
-argv is ``python -m rbtutor.student_kernel -f {connection_file}``: this module's
+argv is ``python -I <this file> -f {connection_file}`` (the file as a script, so that
+starting a kernel does not import the rbtutor package): this module's
 :func:`main` runs outside the sandbox, works out the paths (the working folder is
 its cwd at launch, which nbgrader sets to the folder of the notebook it executes),
 builds the ``bwrap`` command and ``exec``s it; inside, a short program installs the
@@ -64,7 +67,7 @@ import textwrap
 from pathlib import Path
 
 KERNEL_NAME = "rbtutor-student"
-SANDBOX_UID = 65534  # nobody / nogroup, used when grading runs as root
+SANDBOX_UID_BASE = 100_000  # kernels graded as root run as SANDBOX_UID_BASE + launcher pid
 GIB = 2**30
 DEFAULT_MEMORY = 4 * GIB
 DEFAULT_NPROC = 128
@@ -106,7 +109,9 @@ def install(prefix: str | None = None) -> str:
     """Write (or refresh) the kernelspec under ``<prefix>/share/jupyter/kernels``; return its name."""
     folder = os.path.join(prefix or sys.prefix, "share", "jupyter", "kernels", KERNEL_NAME)
     spec = {
-        "argv": [sys.executable, "-m", "rbtutor.student_kernel", "-f", "{connection_file}"],
+        # the launcher runs as a plain script (-I: isolated, its folder not on sys.path), so a
+        # kernel start does not pay for importing the rbtutor package (numpy, scipy)
+        "argv": [sys.executable, "-I", str(Path(__file__).resolve()), "-f", "{connection_file}"],
         "display_name": "Python 3 (rbtutor grading)",
         "language": "python",
         # a signal would reach bwrap, not the kernel: interrupt over the control channel
@@ -205,12 +210,15 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     """
     _check_tools()
     if "-f" not in argv or argv.index("-f") + 1 >= len(argv):
-        raise SandboxError("usage: python -m rbtutor.student_kernel -f CONNECTION_FILE [ipykernel options]")
+        raise SandboxError("usage: python -I student_kernel.py -f CONNECTION_FILE [ipykernel options]")
     at = argv.index("-f") + 1
     info = _connection(argv[at])
     run = Path(info["ip"]).parent.resolve()
-    owners = {os.getuid(), SANDBOX_UID} if os.getuid() == 0 else {os.getuid()}
-    if run in (Path("/"), Path("/tmp")) or not run.is_dir() or run.stat().st_uid not in owners \
+    root = os.getuid() == 0
+    uid = SANDBOX_UID_BASE + os.getpid() if root else os.getuid()
+    owner = run.stat().st_uid if run.is_dir() else -1
+    grader_owned = owner == os.getuid() or (root and owner >= SANDBOX_UID_BASE)
+    if run in (Path("/"), Path("/tmp")) or not run.is_dir() or not grader_owned \
             or run.stat().st_mode & 0o077:
         raise SandboxError(f"the IPC socket folder {run} must be a private folder (mode 0700, owned by "
                            "the grader) used for nothing else: use student_kernel.ipc_prefix()")
@@ -218,9 +226,7 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     work = work.resolve()
     venv = Path(sys.prefix).resolve()
     base = Path(sys.base_prefix).resolve()  # the interpreter and its standard library
-    import rbtutor  # the launcher runs outside the sandbox, where the package is available
-
-    repo = Path(rbtutor.__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[1]  # the repository holding this package
     hidden = [*_course_roots(work), repo, *map(Path, ALWAYS_HIDDEN)]
     hidden += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
     for folder in hidden:
@@ -230,14 +236,12 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     if _under(run, work) or _under(work, run):
         raise SandboxError(f"the socket folder {run} and the working folder {work} must be apart")
 
-    root = os.getuid() == 0
-    uid = SANDBOX_UID if root else os.getuid()
     inner_conn = run / (Path(argv[at]).stem + "-sandbox.json")
     shutil.copyfile(argv[at], inner_conn)
     os.chmod(inner_conn, 0o600)
     if root:
         for path in (run, inner_conn, work):
-            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+            os.chown(path, uid, uid)
         os.chmod(work, 0o755)
     args = [*argv[:at], str(inner_conn), *argv[at + 1:]]
 
@@ -268,7 +272,7 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
                 if any(_under(parent, f) for f in [Path("/tmp"), *hide]):
                     break
                 st = parent.stat()
-                if not st.st_mode & 0o001 and st.st_uid != SANDBOX_UID:
+                if not st.st_mode & 0o001 and st.st_uid != uid:
                     hide.append(parent)
                     break
     hide = sorted(set(hide), key=lambda p: len(p.parts))
@@ -294,7 +298,7 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     cmd += ["--chdir", str(work), "--"]
 
     if root:
-        cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
     nproc = _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC)
     cmd += ["prlimit", f"--as={_size('RBTUTOR_KERNEL_MEMORY', DEFAULT_MEMORY)}", f"--nproc={nproc}",
