@@ -353,3 +353,17 @@ def test_variant_for_another_ship(tmp_path):
         score, max_score = grade_of(course, name, "solver", grade_id)
         assert score == max_score, grade_id
     assert grade_of(course, name, "copier", "p3_b_K") == (0.0, 2.0)
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_blank_release_fails_validate_with_hints(graded, name):
+    """Validate on the notebook as released: it fails, and says what to do, for every graded cell."""
+    from nbgrader.validator import Validator
+
+    course, _, _ = graded
+    result = Validator().validate(str(course / "release" / name / f"{name}.ipynb"))
+    failed = result.get("failed", [])
+    assert len(failed) >= len(autograded_cells(course / "exercises" / name / f"{name}.ipynb"))
+    texts = [re.sub(r"<[^>]+>|\x1b\[[0-9;]*m", "", f.get("error", "")) for f in failed]
+    hints = [t for t in texts if "Hint:" in t or "assign your answer" in t or "did not provide a response" in t]
+    assert len(hints) == len(texts), [t[-300:] for t in texts if t not in hints][:2]
