@@ -11,6 +11,7 @@ with its own exchange and gradebook. Students:
   hands in an object that compares equal to anything: zero.
 
 No reference value may appear in a released notebook or in any feedback file.
+Set RBTUTOR_ONLY=problem03 (names separated by anything) to run it on some assignments only.
 """
 
 from __future__ import annotations
