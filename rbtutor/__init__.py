@@ -30,7 +30,7 @@ from .kinematics import (
 )
 from .rigid_body import RigidBody, shift_load, shift_velocity
 from .simulation import SimulationResult, simulate
-from .torque_free import euler_equations, sign_change_times, spin_stability
+from .torque_free import euler_equations, integrate_spin, sign_change_times, spin_stability
 
 __all__ = [
     "GimbalLockError",
@@ -45,6 +45,7 @@ __all__ = [
     "euler_rate_matrix",
     "inertia_from_gyration",
     "inertia_tensor",
+    "integrate_spin",
     "parallel_axis",
     "point_acceleration",
     "problems",

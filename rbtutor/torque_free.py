@@ -97,6 +97,22 @@ def spin_stability(principal_inertia, spin_rate) -> list[SpinStability]:
     return result
 
 
+def integrate_spin(principal_inertia, omega0, t_end, component: int | None = None,
+                   rtol: float = 1e-12, atol: float = 1e-15):
+    """Integrate Euler's equations with dense output; with ``component``, watch its sign changes.
+
+    Returns the :func:`scipy.integrate.solve_ivp` solution: ``sol.sol(t)`` is the spin at
+    any time and ``sol.t_events[0]`` the sign changes of ``omega[component]``.
+    """
+    inertia = _principal(principal_inertia)
+    w0 = as_array("omega0", omega0, (3,))
+    if component not in (None, 0, 1, 2):
+        raise ValueError(f"expected component 0, 1 or 2, got {component!r}")
+    events = None if component is None else (lambda t, w: w[component])
+    return solve_ivp(lambda t, w: euler_equations(inertia, w), (0.0, as_positive("t_end", t_end)), w0,
+                     method="DOP853", rtol=rtol, atol=atol, events=events, dense_output=True)
+
+
 def sign_change_times(principal_inertia, omega0, t_end, component: int = 1,
                       rtol: float = 1e-12, atol: float = 1e-15) -> np.ndarray:
     """Times at which one component of the spin changes sign (Problem 8d).
@@ -122,14 +138,6 @@ def sign_change_times(principal_inertia, omega0, t_end, component: int = 1,
     >>> np.round(times, 2)
     array([16.87, 46.78])
     """
-    inertia = _principal(principal_inertia)
-    w0 = as_array("omega0", omega0, (3,))
     if component not in (0, 1, 2):
         raise ValueError(f"expected component 0, 1 or 2, got {component!r}")
-
-    def crossing(t, w):
-        return w[component]
-
-    sol = solve_ivp(lambda t, w: euler_equations(inertia, w), (0.0, as_positive("t_end", t_end)), w0,
-                    method="DOP853", rtol=rtol, atol=atol, events=crossing)
-    return sol.t_events[0]
+    return integrate_spin(principal_inertia, omega0, t_end, component, rtol, atol).t_events[0]

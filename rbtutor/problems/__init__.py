@@ -27,7 +27,7 @@ from ..inertia import box_inertia, inertia_from_gyration, products_of_inertia
 from ..kinematics import point_acceleration
 from ..rigid_body import RigidBody, shift_load
 from ..simulation import simulate
-from ..torque_free import sign_change_times, spin_stability
+from ..torque_free import integrate_spin, spin_stability
 
 REFERENCE_DATA = Path(__file__).with_name("reference_data.yaml")
 
@@ -266,15 +266,9 @@ def problem8(data: dict) -> dict[str, Answer]:
     mod = data["module"]
     inertia = box_inertia(mod["mass"], mod["dimensions"]).diagonal()
     stability = {s.axis: s for s in spin_stability(inertia, mod["spin_rate"])}
-    flips = sign_change_times(inertia, mod["omega0"], mod["t_end"], component=1)
-    from scipy.integrate import solve_ivp
-
-    from ..torque_free import euler_equations
-
-    sol = solve_ivp(lambda t, w: euler_equations(inertia, w), (0.0, mod["t_end"]), mod["omega0"],
-                    method="DOP853", rtol=1e-12, atol=1e-15, dense_output=True)
-    w = sol.sol(np.linspace(0.0, mod["t_end"], 6001))
-    norms = np.linalg.norm(w, axis=0)
+    spin = integrate_spin(inertia, mod["omega0"], mod["t_end"], component=1)
+    flips = spin.t_events[0]
+    norms = np.linalg.norm(spin.sol(np.linspace(0.0, mod["t_end"], 6001)), axis=0)
     key = {f"p8.a.I_{axis}": Answer(i, "kg m^2") for axis, i in zip("xyz", inertia, strict=True)}
     growth = [s for s in stability.values() if s.kind == "growth"]
     if growth:
