@@ -173,11 +173,10 @@ def euler_angles_of_quaternions(thetas) -> np.ndarray:
     if q.ndim != 2 or q.shape[1] != 4:
         raise ValueError(f"expected thetas of shape (n, 4), got {q.shape}")
     t0, t1, t2, t3 = (q / np.linalg.norm(q, axis=1, keepdims=True)).T
-    r20 = 2 * (t1 * t3 - t0 * t2)
-    r21, r22 = 2 * (t2 * t3 + t0 * t1), 1 - 2 * (t1 * t1 + t2 * t2)
-    r10, r00 = 2 * (t1 * t2 + t0 * t3), 1 - 2 * (t2 * t2 + t3 * t3)
-    theta = np.arctan2(-r20, np.hypot(r00, r10))
-    return np.column_stack([np.arctan2(r21, r22), theta, np.arctan2(r10, r00)])
+    from .kinematics import _angles_from_entries
+
+    return _angles_from_entries(1 - 2 * (t2 * t2 + t3 * t3), 2 * (t1 * t2 + t0 * t3), 2 * (t1 * t3 - t0 * t2),
+                                2 * (t2 * t3 + t0 * t1), 1 - 2 * (t1 * t1 + t2 * t2))
 
 
 def to_euler_angles(theta) -> np.ndarray:

@@ -159,8 +159,13 @@ def euler_angles_from_matrix(rot) -> np.ndarray:
     array([ 0.1, -0.2,  3. ])
     """
     m = as_array("rot", rot, (3, 3))
-    theta = math.atan2(-m[2, 0], math.hypot(m[0, 0], m[1, 0]))
-    return np.array([math.atan2(m[2, 1], m[2, 2]), theta, math.atan2(m[1, 0], m[0, 0])])
+    return _angles_from_entries(m[0, 0], m[1, 0], m[2, 0], m[2, 1], m[2, 2])
+
+
+def _angles_from_entries(r00, r10, r20, r21, r22):
+    """``[phi, theta, psi]`` from the five entries of R that fix them (scalars or arrays)."""
+    theta = np.arctan2(-r20, np.hypot(r00, r10))
+    return np.stack([np.arctan2(r21, r22), theta, np.arctan2(r10, r00)], axis=-1)
 
 
 def point_acceleration(r_p, nu, nu_dot) -> np.ndarray:
