@@ -18,6 +18,7 @@ and kernel deaths by signal.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -253,6 +254,18 @@ for pid in children:
 print("forked", len(children))
 """
 
+LINGER = """
+import os
+import time
+
+if os.fork() == 0:  # a daemon: detached from the kernel, it would sleep for an hour
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(3600)
+    os._exit(0)
+print("daemon started")
+"""
+
 STDERR = """
 u, r = nu_turn[0], nu_turn[5]
 K = np.complex128(-m * r_G[2] * u * r)  # e.g. from a complex root: the test cell warns on stderr
@@ -360,6 +373,8 @@ CASES = {
                insert_after("p3_b_K", "hog = bytearray(64 * 2**30)"), FULL, {"memory_error"}),
     "fork_loop": (HOSTILE, "forks up to 400 children (each sleeps 2 s) after (b)",
                   insert_after("p3_b_K", FORK_LOOP), FULL, {"process"}),
+    "lingers": (HOSTILE, "starts a detached daemon (double fork, setsid) sleeping for an hour after (b)",
+                insert_after("p3_b_K", LINGER), FULL, {"process"}),
     "snoop": (HOSTILE, "reads exercises/ and a classmate's submission, writes the gradebook, "
               "connects to 127.0.0.1; answers right", insert_after("p3_b_K", SNOOP), FULL,
               {"process", "forbidden_path"}),
@@ -504,6 +519,34 @@ def test_fork_loop_is_bounded(hostile_class):
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     forked = int(re.search(r"forked (\d+)", text).group(1))
     assert forked < 400, "the process limit stopped the loop"
+
+
+def _sandboxed_processes() -> list[str]:
+    """Command lines of live processes started for a grading kernel (its argv names the sandbox's
+    connection file; children inherit it), and, when grading as root, of any sandbox uid."""
+    from rbtutor.student_kernel import SANDBOX_UID_BASE
+
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            uid = proc.stat().st_uid
+        except OSError:
+            continue
+        if "-sandbox.json" in cmdline or (os.getuid() == 0 and uid >= SANDBOX_UID_BASE):
+            found.append(f"{proc.name} uid {uid}: {cmdline[:200]}")
+    return found
+
+
+def test_no_process_outlives_grading(hostile_class):
+    course, _, _, _ = hostile_class
+    text = "".join(o.get("text", "") for c in autograded(course, "lingers").cells
+                   if c.cell_type == "code" for o in c.outputs)
+    assert "daemon started" in text
+    deadline = time.monotonic() + 10
+    while (left := _sandboxed_processes()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, left
 
 
 def test_failing_submission_feedback_leaks_no_reference(hostile_class):
