@@ -1,4 +1,4 @@
-"""`python -m rbtutor key`: formats, variants for another ship, and errors."""
+"""`python -m rbtutor key`: formats, variants for another ship, and errors; `rbtutor.course` arguments."""
 
 import json
 import subprocess
@@ -51,3 +51,11 @@ def test_bad_variant_value(tmp_path):
     variant.write_text("vessel:\n  mass: -1.0\n")
     out = run("key", "--data", str(variant))
     assert out.returncode == 2 and "expected mass > 0" in out.stderr
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2"])
+def test_grade_refuses_a_worker_count_below_one(jobs):
+    out = subprocess.run([sys.executable, "-m", "rbtutor.course", "grade", "--jobs", jobs],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and f"--jobs must be at least 1, got {jobs}" in out.stderr
+
