@@ -58,4 +58,3 @@ def test_grade_refuses_a_worker_count_below_one(jobs):
     out = subprocess.run([sys.executable, "-m", "rbtutor.course", "grade", "--jobs", jobs],
                          capture_output=True, text=True)
     assert out.returncode == 2 and f"--jobs must be at least 1, got {jobs}" in out.stderr
-

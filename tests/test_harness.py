@@ -421,6 +421,12 @@ def autograded(course, student):
     return nbformat.read(course / "autograded" / student / NAME / f"{NAME}.ipynb", as_version=4)
 
 
+def printed(course, student) -> str:
+    """The text the student's code printed while graded (stream outputs of all code cells)."""
+    nb = autograded(course, student)
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
 @pytest.mark.parametrize("student", [_marked(s, POINTS_BUGS) for s in CASES])
 def test_points_are_what_the_real_answers_earn(hostile_class, student):
     from nbgrader.api import Gradebook
@@ -505,8 +511,7 @@ def test_floods_are_cut(hostile_class):
 
 def test_snoop_is_blocked_by_the_sandbox(hostile_class):
     course, _, _, _ = hostile_class
-    nb = autograded(course, "snoop")
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    text = printed(course, "snoop")
     line = next(line for line in text.splitlines() if line.startswith("SNOOP"))
     assert line == ("SNOOP [('classmate', 'blocked'), ('exercises', 'blocked'), "
                     "('gradebook', 'blocked'), ('socket', 'blocked')]"), line
@@ -515,8 +520,7 @@ def test_snoop_is_blocked_by_the_sandbox(hostile_class):
 
 def test_fork_loop_is_bounded(hostile_class):
     course, _, _, _ = hostile_class
-    nb = autograded(course, "fork_loop")
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    text = printed(course, "fork_loop")
     forked = int(re.search(r"forked (\d+)", text).group(1))
     assert forked < 400, "the process limit stopped the loop"
 
@@ -540,9 +544,7 @@ def _sandboxed_processes() -> list[str]:
 
 def test_no_process_outlives_grading(hostile_class):
     course, _, _, _ = hostile_class
-    text = "".join(o.get("text", "") for c in autograded(course, "lingers").cells
-                   if c.cell_type == "code" for o in c.outputs)
-    assert "daemon started" in text
+    assert "daemon started" in printed(course, "lingers")
     deadline = time.monotonic() + 10
     while (left := _sandboxed_processes()) and time.monotonic() < deadline:
         time.sleep(0.2)
