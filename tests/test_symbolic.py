@@ -206,6 +206,54 @@ def test_linearised_equations():
     assert _zero(sp.expand(parts["scaled"] - rebuilt))
 
 
+def test_linearisation_about_forward_speed_steps():
+    """eq-eom-linear-forward-speed: no force at the steady run; first order = C_RB(nu0) dnu + C_RB(dnu) nu0
+    = C_lin dnu; second order = C_RB(dnu) dnu; C_lin has exactly the m U couplings."""
+    body = sym.rigid_body_symbols()
+    parts = sym.linearised_about_forward_speed(body)
+    dnu, eps, u_speed = parts["dnu"], parts["epsilon"], parts["U"]
+    assert _zero(parts["zeroth_order"])
+    assert _zero(sp.expand(parts["first_order"] - parts["from_steady"] - parts["from_perturbation"]))
+    assert _zero(sp.expand(parts["first_order"] - parts["C_lin"] * dnu))
+    perturbation_only = sym.coriolis_matrix(body).xreplace(dict(zip(body.nu, dnu, strict=True))) * dnu
+    assert _zero(sp.expand(parts["second_order"] - perturbation_only))
+    rebuilt = parts["zeroth_order"] + eps * parts["first_order"] + eps**2 * parts["second_order"]
+    assert _zero(sp.expand(parts["substituted"] - rebuilt))
+    # Neither half alone is the answer: C_RB(nu0) dnu has heave and sway terms in pitch and yaw
+    # that C_RB(dnu) nu0 cancels.
+    assert not _zero(parts["from_steady"] - parts["first_order"])
+    m, (x_g, y_g, z_g) = body.mass, body.r_g
+    expected = sp.zeros(6, 6)
+    expected[1, 5], expected[2, 4] = m * u_speed, -m * u_speed
+    expected[3, 4], expected[3, 5] = -m * u_speed * y_g, -m * u_speed * z_g
+    expected[4, 4], expected[5, 5] = m * u_speed * x_g, m * u_speed * x_g
+    assert _zero(sp.expand(parts["C_lin"] - expected))
+    assert _zero(sym.linearised_coriolis_matrix(body, speed=0))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_linearised_coriolis_matrix_is_the_numerical_jacobian(seed):
+    """C_lin(U) agrees with central finite differences of rbtutor's C_RB(nu) nu at nu0 = [U,0,0,0,0,0]."""
+    rng = np.random.default_rng(200 + seed)
+    body = _random_body(rng)
+    speed = rng.uniform(0.5, 12.0)
+    symbols = sym.rigid_body_symbols()
+    u_speed = sp.Symbol("U")
+    c_lin = sp.lambdify([symbols.mass, list(symbols.r_g), u_speed],
+                        sym.linearised_coriolis_matrix(symbols, u_speed))(body.mass, body.r_g, speed)
+    nu0 = np.array([speed, 0.0, 0.0, 0.0, 0.0, 0.0])
+    step = 1e-4
+    jacobian = np.empty((6, 6))
+    for k in range(6):
+        dnu = np.zeros(6)
+        dnu[k] = step
+        jacobian[:, k] = (body.coriolis_forces(nu0 + dnu) - body.coriolis_forces(nu0 - dnu)) / (2 * step)
+    scale = body.mass * speed * max(1.0, np.abs(body.r_g).max())
+    # C_RB(nu) nu is quadratic, so central differences are exact up to round-off.
+    np.testing.assert_allclose(c_lin, jacobian, rtol=0.0, atol=1e-9 * scale)
+    assert np.abs(c_lin).max() > 0.1 * body.mass * speed
+
+
 def test_linearised_kinematics():
     """eq-kinematics-dynamics-linear: to first order eta_dot = nu."""
     parts = sym.linearised_kinematics()
