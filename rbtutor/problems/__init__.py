@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import as_array
+from .._checks import as_array, as_scalar
 from ..inertia import box_inertia, inertia_from_gyration, products_of_inertia
 from ..kinematics import point_acceleration
 from ..rigid_body import RigidBody, shift_load
@@ -30,6 +30,8 @@ from ..simulation import simulate
 from ..torque_free import integrate_spin, spin_stability
 
 REFERENCE_DATA = Path(__file__).with_name("reference_data.yaml")
+#: the printed answer key of the reference chapter, as published (with errata notes); package data
+PUBLISHED_KEY = Path(__file__).with_name("answer_key.yaml")
 
 
 class Answer(NamedTuple):
@@ -99,9 +101,53 @@ def steady_heel(body: RigidBody, nu, gm: float, g: float) -> tuple[float, float]
 
     The moment comes from the roll row of ``C_RB(nu) nu`` (nothing accelerates), and
     the heel from ``-m g GM phi = K``. Returns ``(K, phi)`` in N m and rad.
+
+    ``gm`` is used as given: when G has been moved, pass the metacentric height of
+    the new loading condition (:func:`metacentric_height`). Problem 3(d) keeps GM
+    fixed while G rises, because its statement says so.
+
+    Raises
+    ------
+    ValueError
+        If ``gm`` is not positive: without a positive GM the upright hull is not
+        stable and the small-angle balance describes no steady heel.
     """
+    gm = as_scalar("gm", gm)
+    if gm <= 0.0:
+        raise ValueError(f"expected a positive metacentric height gm, got {gm} m: with GM <= 0 the "
+                         "upright hull is unstable and has no steady small heel")
     roll_moment = float(body.coriolis_forces(nu)[3])
     return roll_moment, -roll_moment / (body.mass * g * gm)
+
+
+def metacentric_height(gm_0: float, z_g_0: float, z_g: float) -> float:
+    """GM after G moves vertically with the displacement unchanged (eq-gm-shift, heel page).
+
+    The metacentre M depends on the underwater hull only, so with the same
+    displacement KM stays put and ``GM = KM - KG`` falls by exactly the rise of G:
+    ``GM(z_G) = GM_0 - (z_G - z_G0)``.
+
+    Parameters
+    ----------
+    gm_0 : float, m
+        Metacentric height when G is at ``z_g_0``.
+    z_g_0, z_g : float, m
+        Heights of G above the waterline (BCS z, up) before and after.
+
+    Returns
+    -------
+    float, m
+        May be zero or negative: the hull is then unstable upright.
+
+    Examples
+    --------
+    >>> round(metacentric_height(1.8, -1.2, 0.0), 6)
+    0.6
+    >>> round(metacentric_height(1.8, -1.2, 0.8), 6)  # Problem 3(d) with GM made consistent
+    -0.2
+    """
+    gm_0, z_g_0, z_g = as_scalar("gm_0", gm_0), as_scalar("z_g_0", z_g_0), as_scalar("z_g", z_g)
+    return gm_0 - (z_g - z_g_0)
 
 
 _DOF = ("surge", "sway", "heave", "roll", "pitch", "yaw")
