@@ -17,6 +17,7 @@ checked (Problem 10).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -114,8 +115,34 @@ class SimulationResult:
             ax.grid(True, alpha=0.3)
         return fig
 
+    def relative_energy_residual(self) -> tuple[np.ndarray, float]:
+        """``|T(t) - T(0) - work(t)|`` divided by a scale, with round-off made visible.
+
+        The scale is the largest ``|work|`` (or, with no work, the largest kinetic
+        energy; 1 J when both are zero). Differences that are exactly zero, such as
+        the one at t = 0, become NaN (a log axis has no place for them); the others
+        are raised to at least machine epsilon, below which a difference of two
+        rounded numbers of this size carries no information.
+
+        Returns
+        -------
+        relative : ndarray, shape (n,)
+        scale : float, J
+        """
+        scale = float(np.max(np.abs(self.work)))
+        if scale == 0.0:
+            scale = float(np.max(np.abs(self.kinetic_energy))) or 1.0
+        relative = np.abs(self.energy_residual) / scale
+        floor = np.finfo(float).eps
+        return np.where(relative > 0.0, np.maximum(relative, floor), np.nan), scale
+
     def plot_energy(self):
-        """``T(t) - T(0)`` against the work of the load, and their difference on a log scale."""
+        """``T(t) - T(0)`` against the work of the load, and their difference on a log scale.
+
+        The lower panel shows :meth:`relative_energy_residual`; its axis starts at
+        the decade below machine epsilon, so it never reaches down to meaningless
+        values such as 1e-300.
+        """
         import matplotlib.pyplot as plt
 
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
@@ -123,10 +150,17 @@ class SimulationResult:
         top.plot(self.t, self.work, "--", label=r"$\int_0^t \nu^T \tau\,dt$")
         top.set_ylabel("energy (J)")
         top.legend()
-        scale = max(float(np.max(np.abs(self.work))), 1e-300)
-        bottom.semilogy(self.t, np.abs(self.energy_residual) / scale + 1e-300)
-        bottom.set_ylabel("|difference| / max work")
+        relative, _ = self.relative_energy_residual()
+        floor = np.finfo(float).eps
+        bottom.semilogy(self.t, relative, label="relative difference")
+        bottom.axhline(floor, color="k", lw=0.8, ls=":", label="machine epsilon")
+        largest = float(np.nanmax(relative)) if np.any(np.isfinite(relative)) else floor
+        low = 10.0 ** math.floor(math.log10(floor))
+        high = 10.0 ** math.ceil(math.log10(max(largest, 100.0 * floor)) + 0.5)
+        bottom.set_ylim(low, high)
+        bottom.set_ylabel("|difference| / max |work| (-)")
         bottom.set_xlabel("t (s)")
+        bottom.legend(loc="upper left", fontsize=8)
         for ax in (top, bottom):
             ax.grid(True, alpha=0.3)
         return fig
