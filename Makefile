@@ -65,7 +65,7 @@ bench: $(STAMP)
 
 # The student versions of the assignments, from the reference data or from DATA=variant.yaml.
 assignments: $(STAMP)
-	$(PY) -m rbtutor.assignments render $(if $(DATA),--data $(DATA))
+	$(PY) -m rbtutor.course render $(if $(DATA),--data $(DATA))
 	$(PY) -m rbtutor.course generate
 
 # The worked solutions (the source notebooks), executed, as HTML pages.

@@ -50,7 +50,7 @@ def floor_seconds() -> float:
     from nbformat.v4 import new_notebook
     from traitlets.config import Config
 
-    from rbtutor import student_kernel
+    from rbtutor.grading import sandbox as student_kernel
 
     config = Config()
     config.KernelManager.transport = "ipc"
@@ -82,14 +82,14 @@ def solution(source: Path) -> nbformat.NotebookNode:
 
 
 def make_class(course: Path) -> int:
-    from rbtutor.course import api, assignments
+    from rbtutor.course import CourseLayout, api
 
     course.mkdir()
     shutil.copy2(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "exercises", course / "exercises", ignore=shutil.ignore_patterns("problem_data.yaml"))
     grader = api(course)
     count = 0
-    for name in assignments(course):
+    for name in CourseLayout(course).assignments():
         assert grader.generate_assignment(name, force=True)["success"]
         nb = solution(course / "exercises" / name / f"{name}.ipynb")
         for k in range(STUDENTS):
@@ -102,12 +102,13 @@ def make_class(course: Path) -> int:
 
 
 def timed_grade(template: Path, where: Path, jobs: int | None) -> float:
-    from rbtutor.course import grade
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.grade import grade
 
     shutil.copytree(template, where)
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        status = grade(where, jobs)
+        status = grade(CourseLayout(where), jobs)
     seconds = time.perf_counter() - start
     if status != 0:
         sys.exit(f"grading with {jobs or 'the default number of'} job(s) failed")
@@ -126,7 +127,7 @@ def cpu_seconds() -> float:
 
 
 def main() -> None:
-    from rbtutor.course import default_jobs
+    from rbtutor.course.grade import default_jobs
 
     cores, jobs = os.cpu_count() or 1, default_jobs()
     floor = floor_seconds()

@@ -296,3 +296,15 @@ def chromium(built_book: Path):
             yield browser
         finally:
             browser.close()
+
+
+def require_sandbox() -> None:
+    """Skip (locally) or fail (in CI) when no grading sandbox can start on this machine, saying why."""
+    from rbtutor.grading.sandbox import SandboxError, check_sandbox
+
+    try:
+        check_sandbox()
+    except SandboxError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must be able to start the grading sandbox: {exc}", pytrace=False)
+        pytest.skip(f"no grading sandbox can start here: {exc}")

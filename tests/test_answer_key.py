@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rbtutor.grading import agrees_with_printed, printed_value
 from rbtutor.problems import read_yaml
+from rbtutor.problems.printed import agrees_with_printed, printed_value
 
 KEY_FILE = Path(__file__).resolve().parents[1] / "solutions" / "answer_key.yaml"
 PUBLISHED = read_yaml(KEY_FILE.read_text())

@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 from traitlets.config import Config
 
-from rbtutor.autograde import HAND_IN
-from rbtutor.grading import printed_value
+from rbtutor.grading.protocol import HAND_IN
 from rbtutor.problems import answer_key, read_yaml
+from rbtutor.problems.printed import printed_value
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = sorted(p.name for p in (ROOT / "exercises").glob("problem[0-9][0-9]")
@@ -335,8 +335,8 @@ def test_variant_for_another_ship(tmp_path):
     shutil.copytree(ROOT / "exercises" / name, course / "exercises" / name)
     variant = tmp_path / "other_ship.yaml"
     variant.write_text("vessel:\n  mass: 8.0e6\n  r_g: [-1.0, 0.0, -0.5]\nturn:\n  gm: 2.0\n")
-    rendered = subprocess.run([sys.executable, "-m", "rbtutor.assignments", "render", "--data", str(variant),
-                               "--exercises", str(course / "exercises")], capture_output=True, text=True)
+    rendered = subprocess.run([sys.executable, "-m", "rbtutor.course", "--root", str(course), "render",
+                               "--data", str(variant)], capture_output=True, text=True)
     assert rendered.returncode == 0, rendered.stderr
     assert (course / "exercises" / "problem_data.yaml").exists()
     assert run_course(course, "generate").returncode == 0

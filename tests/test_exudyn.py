@@ -47,7 +47,7 @@ from exudyn.rigidBodyUtilities import (
 
 import rbtutor
 from rbtutor import euler_parameters as ep
-from rbtutor.grading import agrees_with_printed
+from rbtutor.problems.printed import agrees_with_printed
 
 OUT = exu.OutputVariableType
 

@@ -33,13 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from test_assignments import ROOT, grade_meta, grade_of, reference_strings, run_course, submit_as  # noqa: E402
 
-from rbtutor.assignments import ANSWER_MIME  # noqa: E402
-from rbtutor.harness import (  # noqa: E402
-    BoundedExecute,
-    CapOutput,
-    scan_source,
-    write_integrity_report,
-)
+from rbtutor.grading.execute import BoundedExecute  # noqa: E402
+from rbtutor.grading.outputs import CapOutput  # noqa: E402
+from rbtutor.grading.protocol import ANSWER_MIME  # noqa: E402
+from rbtutor.grading.report import write_integrity_report  # noqa: E402
+from rbtutor.grading.scan import scan_source  # noqa: E402
 
 NAME = "problem03"
 AUTOGRADED = {"p3_b_K": 2.0, "p3_c_phi_rad": 1.0, "p3_c_phi_deg": 1.0, "p3_d_K": 1.0, "p3_d_phi_deg": 1.0}
@@ -528,7 +526,7 @@ def test_fork_loop_is_bounded(hostile_class):
 def _sandboxed_processes() -> list[str]:
     """Command lines of live processes started for a grading kernel (its argv names the sandbox's
     connection file; children inherit it), and, when grading as root, of any sandbox uid."""
-    from rbtutor.student_kernel import SANDBOX_UID_BASE
+    from rbtutor.grading.sandbox import SANDBOX_UID_BASE
 
     found = []
     for proc in Path("/proc").glob("[0-9]*"):

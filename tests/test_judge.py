@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from rbtutor.judge import PUBLISHED_KEY, Verdict, judge
+from rbtutor.grading.judge import PUBLISHED_KEY, Verdict, judge
 from rbtutor.problems import Answer, answer_key, load_data, read_yaml, vessel
 from rbtutor.rigid_body import RigidBody
 

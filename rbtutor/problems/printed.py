@@ -1,4 +1,4 @@
-"""How an answer is compared with a printed one: the precision rules, in one place.
+"""How a number is compared with a printed one: the precision rules of the printed key, in one place.
 
 A printed number carries its precision in its digits: ``"3.197e8"`` means
 3.197e8 +/- 0.0005e8, ``"0.0306"`` means +/- 0.00005, ``"16.4%"`` means

@@ -1,58 +1,30 @@
-"""The instructor's loop over the whole class: ``python -m rbtutor.course generate|grade``.
+"""The instructor's loop over the class: generate, grade, return feedback.
 
-``return-feedback`` puts the feedback into the exchange for the students to fetch.
-``generate`` turns every source notebook in exercises/ into its student version
-(nbgrader ``generate_assignment``). ``grade`` autogrades every submission in
-submitted/, several at once (one worker process per core plus one, see
-:func:`default_jobs`; ``--jobs`` to choose),
-with one line of progress per student and assignment, generates the feedback,
-and exports the grades to grades.csv; the gradebook is copied to
-gradebook.db.bak first. Re-running ``grade`` re-grades from the submissions and
+``grade`` autogrades every submission in ``submitted/``, several at once (one
+worker process per core plus one, see :func:`default_jobs`), with one line of
+progress per student and assignment; it writes the feedback, exports the grades
+to ``grades.csv`` and the integrity report; the gradebook is copied to
+``gradebook.db.bak`` first. Re-running ``grade`` re-grades from the submissions and
 gives the same grades. A submission that cannot be graded is listed at the end
 with the reason, and the command then exits with status 1.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from .layout import CourseLayout
+from .nbgrader import api
 
 
-def api(root: Path = ROOT):
-    """An NbGraderAPI configured by the course's nbgrader_config.py in ``root``."""
-    import warnings
-
-    from nbgrader.apps import NbGraderAPI
-    from sqlalchemy.exc import SAWarning
-    from traitlets.config.loader import PyFileConfigLoader
-
-    # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every submission; they say
-    # nothing about the grades and would bury the progress lines
-    warnings.filterwarnings("ignore", category=SAWarning, module=r"nbgrader\.")
-
-    # a new gradebook runs `alembic`, which lives beside this interpreter
-    bin_dir = str(Path(sys.executable).parent)
-    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-    config.CourseDirectory.root = str(root)
-    return NbGraderAPI(config=config)
-
-
-def assignments(root: Path = ROOT) -> list[str]:
-    return sorted(p.name for p in (root / "exercises").glob("problem[0-9][0-9]") if p.is_dir())
-
-
-def generate(root: Path = ROOT) -> int:
-    grader = api(root)
-    names = assignments(root)
+def generate(layout: CourseLayout) -> int:
+    """Student versions of every source assignment into ``release/`` (nbgrader ``generate_assignment``)."""
+    grader = api(layout)
+    names = layout.assignments()
     for k, name in enumerate(names, 1):
         result = grader.generate_assignment(name, force=True)
         print(f"[{k}/{len(names)}] {name}: {'generated' if result['success'] else 'FAILED'}", flush=True)
@@ -81,7 +53,7 @@ _WORKER_API = {}
 def _autograde_one(job: tuple[str, str, str]) -> tuple[str, str, str, float, str | None]:
     """Autograde and make feedback for one submission; runs in a worker process."""
     root, assignment, student = job
-    grader = _WORKER_API.get(root) or _WORKER_API.setdefault(root, api(Path(root)))
+    grader = _WORKER_API.get(root) or _WORKER_API.setdefault(root, api(CourseLayout(Path(root))))
     start = time.perf_counter()
     result = grader.autograde(assignment, student, force=True)
     if not result["success"]:
@@ -110,17 +82,18 @@ def default_jobs() -> int:
     return cores + 1
 
 
-def grade(root: Path = ROOT, jobs: int | None = None) -> int:
+def grade(layout: CourseLayout, jobs: int | None = None) -> int:
     """Autograde every submission, ``jobs`` at a time (:func:`default_jobs` by default)."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    grader = api(root)
-    database = root / "gradebook.db"
+    root = layout.root
+    grader = api(layout)
+    database = layout.gradebook_file
     if database.exists():
         shutil.copy2(database, root / "gradebook.db.bak")
-    work = [(str(root), a, s.name) for a in assignments(root)
-            for s in sorted((root / "submitted").glob("*")) if (s / a).is_dir()]
+    work = [(str(root), a, s.name) for a in layout.assignments()
+            for s in sorted(layout.submitted().glob("*")) if (s / a).is_dir()]
     with grader.gradebook as gradebook:  # create the students first: workers then never race to
         for student in sorted({s for _, _, s in work}):
             gradebook.update_or_create_student(student)
@@ -139,8 +112,8 @@ def grade(root: Path = ROOT, jobs: int | None = None) -> int:
     if jobs != 1:
         pool.shutdown()
     elapsed = time.perf_counter() - start
-    export_grades(grader, root / "grades.csv")
-    from .harness import write_integrity_report
+    export_grades(grader, layout.grades_csv)
+    from ..grading.report import write_integrity_report
 
     print(f"integrity report: {write_integrity_report(root)}")
     print(f"graded {len(work)} submissions in {elapsed:.1f} s with {jobs} worker(s); "
@@ -150,17 +123,17 @@ def grade(root: Path = ROOT, jobs: int | None = None) -> int:
     return 1 if failures else 0
 
 
-def return_feedback(root: Path = ROOT) -> int:
+def return_feedback(layout: CourseLayout) -> int:
     """Put every generated feedback file into the exchange, where students fetch it.
 
     Uses nbgrader's exchange class directly (NbGraderAPI.release_feedback of nbgrader
     0.9.6 misspells its ``authenticator`` argument), one student at a time, so that
     one failure is reported and the others still get their feedback.
     """
-    grader = api(root)
+    grader = api(layout)
     failures = 0
-    for name in assignments(root):
-        students = sorted(p.parent.name for p in (root / "feedback").glob(f"*/{name}"))
+    for name in layout.assignments():
+        students = sorted(p.parent.name for p in layout.feedback().glob(f"*/{name}"))
         for student in students:
             grader.coursedir.assignment_id, grader.coursedir.student_id = name, student
             release = grader.exchange.ReleaseFeedback(coursedir=grader.coursedir,
@@ -175,20 +148,25 @@ def return_feedback(root: Path = ROOT) -> int:
     return 1 if failures else 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rbtutor.course")
-    parser.add_argument("command", choices=("generate", "grade", "return-feedback"))
-    parser.add_argument("--root", default=str(ROOT), help="course folder (with nbgrader_config.py)")
-    parser.add_argument("--jobs", type=int, default=None, help="grade this many submissions at once "
-                        "(default: one per core, plus one)")
-    args = parser.parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        parser.error(f"--jobs must be at least 1, got {args.jobs}")
-    if args.command == "grade":
-        return grade(Path(args.root), args.jobs)
-    commands = {"generate": generate, "return-feedback": return_feedback}
-    return commands[args.command](Path(args.root))
+def collect(layout: CourseLayout, assignment: str) -> int:
+    """Take every student's newest submission of ``assignment`` from the exchange into ``submitted/``.
 
+    Replaces ``nbgrader collect``, which copies with ``shutil.copytree`` from folders students can
+    write and so follows their links: here every file goes through :func:`rbtutor.grading.intake.collect`.
+    """
+    from ..grading.intake import collect as take
 
-if __name__ == "__main__":
-    sys.exit(main())
+    if assignment not in layout.assignments():
+        print(f"no assignment {assignment!r} in {layout.exercises}", file=sys.stderr)
+        return 2
+    inbound = layout.exchange / "rbtutor" / "inbound"
+    if not inbound.is_dir():
+        print(f"nothing to collect: {inbound} does not exist", file=sys.stderr)
+        return 1
+    results = take(inbound, layout.submitted(), assignment)
+    for student, intake in results:
+        refused = [e for e in intake.events]
+        print(f"{student} {assignment}: {len(intake.taken)} file(s) taken"
+              + (f", {len(refused)} problem(s): " + "; ".join(e["message"] for e in refused) if refused else ""))
+    print(f"collected {assignment} from {len(results)} student(s) into {layout.submitted()}")
+    return 0

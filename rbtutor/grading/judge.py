@@ -1,4 +1,4 @@
-"""The grader's decision on one autograded answer: pass or fail, feedback, and a diagnosis.
+"""Step: judge. The grader's decision on each handed-in answer: pass or fail, feedback, a diagnosis.
 
 This runs in the grading process (an nbgrader preprocessor calls it after the
 student's notebook has been executed), never in the student's kernel: the
@@ -11,7 +11,7 @@ as an object with a custom ``__eq__``, ``__float__`` or ``__array__``, fails as
 
 The reference value always comes from :func:`rbtutor.problems.answer_key`
 (computed from the problem data), and the printed precision from
-``solutions/answer_key.yaml``. Feedback never states the reference value: it
+the published key (``rbtutor/problems/answer_key.yaml``). Feedback never states the reference value: it
 names a recognised mistake or says roughly how far off the answer is.
 
 Diagnosis codes (``Verdict.diagnosis``)
@@ -45,17 +45,19 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
 
-import rbtutor
+from ..kinematics import skew
+from ..problems import PUBLISHED_KEY, answer_key, load_data, loaded_vessel, read_yaml, vessel
+from ..problems.printed import printed_half_unit, printed_value
+from .protocol import HAND_IN, handed_in
 
-from .grading import printed_half_unit, printed_value
-from .kinematics import skew
-from .problems import answer_key, load_data, loaded_vessel, read_yaml, vessel
-
-PUBLISHED_KEY = Path(rbtutor.__file__).parents[1] / "solutions" / "answer_key.yaml"
 ERRATA_PAGE = "the errata page of the book (book/errata)"
 
 #: The judging rules, in one place.
@@ -393,7 +395,7 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
         ``answer_key(data)``; computed when omitted.
     published : dict, optional
         The parsed published key; read from ``published_path`` (by default
-        ``solutions/answer_key.yaml``) when omitted.
+        the published key (``rbtutor/problems/answer_key.yaml``)) when omitted.
     data : dict, optional
         Problem data, used for the quantity-specific diagnoses; the reference data
         when omitted.
@@ -475,3 +477,60 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
             return Verdict(False, _MESSAGES[code], code)
 
     return _how_far(x, reference, ok)
+
+
+# --------------------------------------------------------------------------- in the grading process
+# JudgeAnswers runs as an nbgrader preprocessor right after the notebook was executed: it reads
+# each test cell's hand-in payload (rbtutor.grading.protocol), judges it with judge() against
+# the course's key, and replaces the cell's outputs by the verdict. Nothing the student's code
+# did in its kernel takes part in the decision; no reference value is written into the notebook.
+
+@lru_cache(maxsize=4)
+def _reference(data_file: str | None):
+    data = load_data(data_file)
+    return data, answer_key(data)
+
+
+def course_reference(data_file: str | Path | None = None):
+    """``(data, key)`` of the course: ``data_file`` (a rendered variant) if it exists, else the reference."""
+    return _reference(str(data_file) if data_file and Path(data_file).exists() else None)
+
+
+class JudgeAnswers(NbGraderPreprocessor):
+    """Replace the outputs of each hand-in test cell by the grader's verdict."""
+
+    data_file = Unicode("", help="problem data of a rendered variant (exercises/problem_data.yaml); "
+                        "the reference data when empty or when the file does not exist").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+            return cell, resources
+        match = HAND_IN.search(cell.source)
+        if match is None:
+            return cell, resources
+        answer_id = match.group(1)
+        data, key = course_reference(self.data_file)
+        payload = handed_in(cell, answer_id)
+        if payload is None:
+            errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+            note = (f"{answer_id}: no value reached the grader; the cell stopped before hand_in"
+                    + (" (see the error above)." if errors else "."))
+            cell.outputs = errors + [self._error(note)]
+        else:
+            if "text" in payload:
+                submitted = payload["text"]
+            elif "value" in payload:
+                submitted = payload["value"]
+            else:
+                submitted = object()
+            verdict = judge(answer_id, submitted, key=key, data=data)
+            message = f"{answer_id}: {verdict.message}"
+            cell.outputs = ([new_output("stream", name="stdout", text=message + "\n")] if verdict.passed
+                            else [self._error(message)])
+        return cell, resources
+
+    @staticmethod
+    def _error(message: str):
+        return new_output("error", ename="AnswerNotAccepted", evalue=message,
+                          traceback=[f"AnswerNotAccepted: {message}"])

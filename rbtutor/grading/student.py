@@ -1,0 +1,92 @@
+"""Step: student helpers. The code of the locked ``course_helpers`` cell, as a module that is tested.
+
+Everything below the line ``# --- notebook cell ---`` is copied verbatim into the
+locked helper cell of every assignment notebook by
+:func:`rbtutor.course.render.render` (so the notebook never imports rbtutor, which
+the grading kernel refuses). It defines
+
+* ``AUTOGRADING``: True while the course grades (plots are skipped then);
+* ``check_form``: the form of an answer (type, shape, finite entries, symmetry,
+  rotation, unit norm) for Validate, in the student's kernel; never its value;
+* ``hand_in``: passes the value to the grader as one output of the MIME type of
+  :mod:`rbtutor.grading.protocol`; nothing is judged in the kernel.
+
+A NameError in a test cell gets a hint about the answer cell that defines the name.
+"""
+
+# --- notebook cell ---
+# Course helpers: locked, do not edit. Validate runs check_form, which looks only at the
+# FORM of an answer (type, shape, finite entries, structure). The VALUES are graded after
+# you submit, by the course's grader, outside this notebook.
+import os
+import sys
+
+import numpy as np
+from IPython import get_ipython
+from IPython.display import display
+
+AUTOGRADING = os.environ.get("RBTUTOR_AUTOGRADING") == "1"  # True while the course grades
+ANSWER_MIME = "application/vnd.rbtutor.answer+json"
+
+
+def _hint_for_missing_answer(shell, etype, value, tb, tb_offset=None):
+    """Add a hint to a NameError: usually an answer cell that was not run or not answered."""
+    hint = (f"Hint: {value}. Run the answer cell of this part and assign your answer to that name "
+            "(a cell that still raises NotImplementedError has not been answered yet).")
+    stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    shell._showtraceback(etype, value, stb + [hint])
+
+
+if get_ipython() is not None:
+    get_ipython().set_custom_exc((NameError,), _hint_for_missing_answer)
+
+
+def check_form(name, value, shape=None, symmetric=False, positive_definite=False,
+               skew_symmetric=False, rotation=False, unit_quaternion=False, text=False):
+    """Raise AssertionError with a hint when the answer has the wrong form."""
+    if "rbtutor" in sys.modules:
+        print("Warning: this notebook imports rbtutor, the instructor's library. It is not "
+              "available while your work is graded, so compute everything yourself.", file=sys.stderr)
+    if text:
+        assert isinstance(value, str) and value.strip(), f"{name} should be a non-empty string"
+        return
+    assert value is not None, f"{name} is None: assign your answer to it"
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise AssertionError(f"{name} should be a number or an array of numbers, "
+                             f"got {type(value).__name__}") from None
+    if shape is not None:
+        assert arr.size == int(np.prod(shape)) and arr.squeeze().shape == tuple(
+            s for s in shape if s != 1), (f"{name} should have shape {shape}, got {arr.shape}; "
+                                          "check which quantities you stacked")
+        arr = arr.reshape(shape)
+    assert np.all(np.isfinite(arr)), f"{name} has NaN or infinite entries; look for a division by zero"
+    if symmetric:
+        assert np.allclose(arr, arr.T, rtol=1e-9, atol=1e-9 * np.abs(arr).max()), (
+            f"{name} should be symmetric; compare the off-diagonal blocks "
+            "and the signs of the products of inertia")
+    if positive_definite:
+        assert np.all(np.linalg.eigvalsh((arr + arr.T) / 2) > 0), (
+            f"{name} should be positive definite (kinetic energy is positive for any motion)")
+    if skew_symmetric:
+        assert np.allclose(arr, -arr.T, atol=1e-9 * max(np.abs(arr).max(), 1.0)), (
+            f"{name} should be skew-symmetric: C + C^T = 0 for any velocity; check the signs of its blocks")
+    if rotation:
+        assert np.allclose(arr.T @ arr, np.eye(3), atol=1e-9) and np.linalg.det(arr) > 0, (
+            f"{name} should be a rotation: orthonormal with determinant +1")
+    if unit_quaternion:
+        assert abs(np.linalg.norm(arr) - 1.0) < 1e-6, f"{name} should be a unit quaternion (norm 1)"
+
+
+def hand_in(answer_id, value):
+    """Pass the value to the grader. Nothing is judged here."""
+    if isinstance(value, str):
+        payload = {"id": answer_id, "text": value}
+    else:
+        try:
+            payload = {"id": answer_id, "value": np.asarray(value, dtype=float).tolist()}
+        except (TypeError, ValueError):
+            payload = {"id": answer_id, "unreadable": type(value).__name__}
+    note = f"{answer_id}: handed in, graded after submission"
+    display({ANSWER_MIME: payload, "text/plain": note}, raw=True)
