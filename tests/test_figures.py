@@ -327,10 +327,11 @@ def code_cells(text):
             close = body.index("---", 1)
             options = yaml.safe_load("\n".join(body[1:close])) or {}
             body = body[close + 1:]
-        else:
+        else:  # ":key: value" lines, which MyST reads as YAML once the colons are stripped
+            lines = []
             while body and body[0].startswith(":"):
-                key, _, value = body.pop(0)[1:].partition(":")
-                options[key.strip()] = yaml.safe_load(value)
+                lines.append(body.pop(0)[1:])
+            options = yaml.safe_load("\n".join(lines)) or {}
         cells.append((options, "\n".join(body)))
     return cells
 
