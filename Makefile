@@ -46,13 +46,25 @@ $(STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install -c constraints.txt -e '.[course,test]'
 	touch $@
 
-bootstrap: $(STAMP)
+# axe-core (npm registry) for the accessibility checks of the browser tests, into
+# .node/ (not in git). Without npm the checks are skipped locally and fail in CI.
+AXE_VERSION := 4.14.1
+AXE := .node/node_modules/axe-core/axe.min.js
+
+$(AXE):
+	@if command -v npm >/dev/null; then \
+	  npm install --prefix .node --no-save --no-audit --no-fund --loglevel=error axe-core@$(AXE_VERSION); \
+	else \
+	  echo "npm not found: the axe-core accessibility checks will be skipped (they fail in CI)"; \
+	fi
+
+bootstrap: $(STAMP) $(AXE)
 
 book: $(STAMP)
 	$(JB_BUILD)
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
-test: $(STAMP)
+test: $(STAMP) $(AXE)
 	$(PY) -m pytest
 
 bench: $(STAMP)
@@ -85,4 +97,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info .node

@@ -93,9 +93,19 @@ def toc_pages() -> list[str]:
             for n in names]
 
 
+# Browser checks against a book built elsewhere (e.g. a helper's own --path-output):
+# RBTUTOR_BOOK_HTML=/path/to/_build/html skips the build and uses that folder.
+BOOK_HTML_ENV = "RBTUTOR_BOOK_HTML"
+
+
 @pytest.fixture(scope="session")
 def built_book() -> Path:
     """Build the book exactly as `make book` does, without network; return _build/html."""
+    if os.environ.get(BOOK_HTML_ENV):
+        html = Path(os.environ[BOOK_HTML_ENV]).resolve()
+        if not (html / "index.html").is_file():
+            pytest.fail(f"{BOOK_HTML_ENV}={html} has no index.html", pytrace=False)
+        return html
     jb = VENV_BIN / "jb"
     if not jb.exists():
         pytest.fail(f"jupyter-book is not installed in the test environment ({jb} missing)")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from conftest import ARTIFACTS, JB_BUILD_ARGS, OFFLINE, ROOT, toc_pages
+from conftest import ARTIFACTS, BOOK_HTML_ENV, JB_BUILD_ARGS, OFFLINE, ROOT, toc_pages
 
 TOC_PAGES = toc_pages()
 # Pages whose screenshots are kept in test-artifacts/ for a human to look at.
@@ -44,6 +45,8 @@ def is_external(url: str) -> bool:
 
 def test_book_builds_offline(built_book: Path):
     """The build succeeded (offline when possible) and every _toc.yml page has its HTML."""
+    if os.environ.get(BOOK_HTML_ENV):
+        pytest.skip(f"not built here: {BOOK_HTML_ENV} points at an existing build")
     assert (built_book / "index.html").is_file()
     missing = [doc for doc in TOC_PAGES if not (built_book / f"{doc}.html").is_file()]
     assert not missing, f"pages in _toc.yml without HTML: {missing}"
@@ -185,6 +188,35 @@ CHECK_PAGE_JS = r"""
 """.replace("%RAW_TEX%", json.dumps(RAW_TEX))
 
 
+# At phone width: how wide the document is, and which visible elements reach past
+# the right edge of the screen without a scrolling box around them.
+PHONE_JS = r"""
+(() => {
+  const root = document.documentElement;
+  const W = root.clientWidth;
+  const over = e => e.getBoundingClientRect().right > W + 1;
+  const contained = e => {
+    for (let a = e.parentElement; a; a = a.parentElement) {
+      const s = getComputedStyle(a);
+      if (s.position === 'fixed' || (s.overflowX !== 'visible' && !over(a))) return true;
+    }
+    return false;
+  };
+  const describe = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+    (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/\s+/).join('.') : '') +
+    ' (' + Math.round(e.getBoundingClientRect().right) + ' px): ' +
+    (e.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 60);
+  return {
+    width: W,
+    scrollWidth: root.scrollWidth,
+    culprits: [...document.querySelectorAll('body *')]
+      .filter(e => e.getClientRects().length && over(e) && !contained(e))
+      .slice(0, 8).map(describe),
+  };
+})()
+"""
+
+
 def _strip_fragment(url: str) -> str:
     return url.split("#", 1)[0]
 
@@ -249,6 +281,37 @@ def visit(browser, url: str, expect_redirect: bool = False) -> dict:
     return report
 
 
+# axe-core, installed from the npm registry by the Makefile set-up (`make bootstrap`)
+# and by .ci/run into .node/ (kept out of git).
+AXE_JS = ROOT / ".node" / "node_modules" / "axe-core" / "axe.min.js"
+# Impacts that fail a page; "moderate" and "minor" ones are reported, not failed.
+AXE_FAILING_IMPACTS = {"serious", "critical"}
+RUN_AXE_JS = r"""
+axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map(v => ({
+  id: v.id, impact: v.impact, help: v.help,
+  nodes: v.nodes.slice(0, 5).map(n => n.target.join(' ') + ' :: ' + n.html.slice(0, 200)),
+  count: v.nodes.length,
+})))
+"""
+PHONE_WIDTH = 390
+
+
+def run_axe(browser) -> list[dict]:
+    """Inject axe-core into the open page and return its violations."""
+    browser.evaluate(AXE_JS.read_text(encoding="utf-8") + "\n;true")
+    return browser.evaluate(RUN_AXE_JS, timeout=120)
+
+
+def require_axe() -> None:
+    if AXE_JS.is_file():
+        return
+    reason = (f"axe-core not found at {AXE_JS.relative_to(ROOT)}: run `make bootstrap` "
+              "(needs npm) or `npm install --prefix .node axe-core@4`")
+    if os.environ.get("CI"):
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def site(chromium, built_book: Path) -> dict:
     """Visit the site like a reader: start at index.html, follow the left navigation,
@@ -285,6 +348,21 @@ def site(chromium, built_book: Path) -> dict:
         page = path.relative_to(html_dir).as_posix()
         if page not in reports:
             reports[page] = visit(chromium, path.as_uri())
+
+    # Each page again, as it is now loaded: axe-core (when installed), then the same
+    # page at phone width, where nothing may be wider than the screen.
+    for page, report in reports.items():
+        visit(chromium, (html_dir / page).as_uri(), expect_redirect=(page == "index.html"))
+        report["axe"] = run_axe(chromium) if AXE_JS.is_file() else None
+    chromium.send("Emulation.setDeviceMetricsOverride",
+                  {"width": PHONE_WIDTH, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        for page, report in reports.items():
+            visit(chromium, (html_dir / page).as_uri(), expect_redirect=(page == "index.html"))
+            report["phone"] = chromium.evaluate(PHONE_JS)
+    finally:
+        chromium.send("Emulation.setDeviceMetricsOverride",
+                      {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
 
     ARTIFACTS.mkdir(exist_ok=True)
     for doc in SCREENSHOT_PAGES:
@@ -355,3 +433,41 @@ def test_navigation_reaches_every_toc_page(site: dict):
     """Following the left navigation from index.html reaches every page in _toc.yml."""
     missing = [doc for doc in TOC_PAGES if f"{doc}.html" not in site["reached_by_nav"]]
     assert not missing, f"not reachable through the navigation: {missing}"
+
+
+# ------------------------------------------------------- accessibility and layout
+
+
+def test_every_page_passes_axe(site: dict):
+    """axe-core finds no serious or critical violation on any page of the site."""
+    require_axe()
+    failures, lesser = [], []
+    for page, report in sorted(site["reports"].items()):
+        for violation in report["axe"]:
+            line = (f"{page}: {violation['id']} ({violation['impact']}, {violation['count']} "
+                    f"nodes): {violation['help']}\n      " + "\n      ".join(violation["nodes"]))
+            (failures if violation["impact"] in AXE_FAILING_IMPACTS else lesser).append(line)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "axe-report.txt").write_text(
+        "\n".join(failures + lesser) or "no violations\n", encoding="utf-8")
+    assert len(site["reports"]) >= len(TOC_PAGES)
+    assert not failures, "axe-core violations:\n" + "\n".join(failures)
+
+
+def test_axe_sees_a_broken_page(chromium, built_book: Path):
+    """The axe check can fail: an unlabelled button and an image without alt are reported."""
+    require_axe()
+    visit(chromium, (built_book / f"{TOC_PAGES[0]}.html").as_uri())
+    chromium.evaluate("document.querySelector('article').insertAdjacentHTML('afterbegin', "
+                      "'<button id=\"bad\"><i class=\"fa fa-x\"></i></button><img src=\"x.png\">'); true")
+    found = {v["id"] for v in run_axe(chromium) if v["impact"] in AXE_FAILING_IMPACTS}
+    assert {"button-name", "image-alt"} <= found, found
+
+
+def test_no_page_is_wider_than_a_phone(site: dict):
+    """At 390 px, no page scrolls sideways: wide tables, code and formulas scroll inside it."""
+    wide = {page: report["phone"] for page, report in sorted(site["reports"].items())
+            if report["phone"]["scrollWidth"] > report["phone"]["width"]}
+    assert not wide, "pages wider than the phone screen:\n" + "\n".join(
+        f"{page}: {info['scrollWidth']} px > {info['width']} px; "
+        + "; ".join(info["culprits"]) for page, info in wide.items())
