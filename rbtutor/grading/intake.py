@@ -248,6 +248,19 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     Intake
         The files written and one event per refusal or cut.
 
+    Examples
+    --------
+    >>> import shutil, tempfile
+    >>> tmp = Path(tempfile.mkdtemp())
+    >>> (tmp / "sub").mkdir()
+    >>> (tmp / "sub" / "data.csv").write_text("1,2")
+    3
+    >>> (tmp / "sub" / "key.yaml").symlink_to("/etc/passwd")
+    >>> result = take_in(tmp / "sub", tmp / "copy")
+    >>> result.taken, result.kinds()
+    (['data.csv'], ['link_refused'])
+    >>> shutil.rmtree(tmp)
+
     Raises
     ------
     ValueError
@@ -258,7 +271,7 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     try:
         src_fd = os.open(source, _DIR_FLAGS)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if _is_link(exc, source):
             result.events.append(event("link_refused", f"The submission folder {_show(Path(source).name)} "
                                        "is a symbolic link; nothing was taken.", path="."))
             return result
@@ -272,6 +285,20 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     finally:
         os.close(src_fd)
     return result
+
+
+def _is_link(exc: OSError, name, dir_fd: int | None = None) -> bool:
+    """Whether opening ``name`` as a folder failed because it is a symbolic link.
+
+    With ``O_DIRECTORY | O_NOFOLLOW``, Linux reports a link as ``ENOTDIR`` (or
+    ``ELOOP``), like a regular file, so the entry itself is examined (never followed).
+    """
+    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+        return False
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return exc.errno == errno.ELOOP
 
 
 def _make_dest(dest: Path) -> int:
@@ -397,7 +424,7 @@ class _Walker:
         try:
             sub_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
-            self.refuse_open(exc, path)
+            self.refuse_open(exc, path, name, fd)
             return
         try:
             now = os.fstat(sub_fd)
@@ -414,8 +441,8 @@ class _Walker:
         finally:
             os.close(sub_fd)
 
-    def refuse_open(self, exc: OSError, path: str) -> None:
-        if exc.errno == errno.ELOOP:
+    def refuse_open(self, exc: OSError, path: str, name: str | None = None, fd: int | None = None) -> None:
+        if exc.errno == errno.ELOOP or (name is not None and _is_link(exc, name, fd)):
             self.note("link_refused", f"{_show(path)} is a symbolic link when it was opened; it was not taken.",
                       path=path)
         elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
@@ -760,6 +787,7 @@ def collect(inbound: Path, submitted: Path, assignment: str, *, sources: dict[st
     inbound_fd = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         candidates: dict[str, list] = {}
+        bad: dict[str, list[dict]] = {}
         with os.scandir(inbound_fd) as it:
             for count, entry in enumerate(it, 1):
                 if count > limits.max_inbound_entries:
@@ -770,12 +798,19 @@ def collect(inbound: Path, submitted: Path, assignment: str, *, sources: dict[st
                 parsed = parse_entry(entry.name, assignment, limits)
                 if parsed is not None:
                     candidates.setdefault(parsed[0], []).append((parsed[2], entry.name, parsed[1]))
+                    continue
+                student = entry.name.split("+", 1)[0]
+                if not name_problem(student, limits):  # a readable claim of a student: tell them
+                    bad.setdefault(student, []).append(event(
+                        "bad_name", f"The exchange entry {_show(entry.name)} is not named student+assignment+"
+                        "timestamp[+random] with a readable time; it was not collected.", path=_show(entry.name)))
         Path(submitted).mkdir(parents=True, exist_ok=True)
         results = []
-        for student in sorted(candidates):
-            entries = sorted(candidates[student], key=lambda c: (c[0], c[1]), reverse=True)
-            results.append((student, _collect_one(inbound_fd, Path(submitted), student, assignment, entries,
-                                                  sources, limits)))
+        for student in sorted(set(candidates) | set(bad)):
+            entries = sorted(candidates.get(student, []), key=lambda c: (c[0], c[1]), reverse=True)
+            result = _collect_one(inbound_fd, Path(submitted), student, assignment, entries, sources, limits)
+            result.events[:0] = bad.get(student, [])
+            results.append((student, result))
         return results
     finally:
         os.close(inbound_fd)
@@ -788,7 +823,7 @@ def _collect_one(inbound_fd, submitted: Path, student, assignment, entries, sour
         try:
             entry_fd = os.open(name, _DIR_FLAGS, dir_fd=inbound_fd)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
+            if _is_link(exc, name, inbound_fd):
                 refused.append(event("link_refused", f"The exchange entry {shown} is a symbolic link; "
                                      "it was not collected.", path=name))
             elif exc.errno == errno.ENOTDIR:
