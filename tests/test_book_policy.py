@@ -1,0 +1,279 @@
+"""The book's answer policy: no graded value is printed in the open text of a built page.
+
+Every answer of the key (``rbtutor.problems.answer_key(load_data())``) may appear in the
+built HTML only inside a container that the reader opens with a click: a ``<details>``
+element (sphinx-design dropdowns and MyST-NB's folded cells, ``hide-cell``/``hide-output``)
+or a sphinx-togglebutton admonition (``:class: dropdown``, ``div.dropdown``/``div.toggle``).
+
+A value counts as printed when a number in the visible text (or in an ``alt``, ``title`` or
+``aria-label`` attribute) carries at least as many significant digits as the published key
+prints (``solutions/answer_key.yaml``) and is the answer correctly rounded to its own last
+digit. Round-off answers (``kind: roundoff``) and exact zeros are not searched for: they
+are not information. Answers the published key does not print are searched for at four
+significant figures.
+
+The pages are read from the build in ``RBTUTOR_BOOK_HTML`` when that is set (a folder with
+the built ``index.html``), otherwise from the session's own offline build (``built_book``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+from rbtutor.problems import answer_key, load_data, read_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED_KEY = ROOT / "solutions" / "answer_key.yaml"
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+        "source", "track", "wbr"}
+HIDING_CLASSES = {"dropdown", "toggle"}
+SKIPPED = {"script", "style", "template", "noscript"}
+VISIBLE_ATTRIBUTES = ("alt", "title", "aria-label")
+
+# A number as a page may print it: 0.779, -1.168, 2.1600e6, 2.16e+06, 2.16 \times 10^{6},
+# 2.16×10⁶ is not produced by the pages (MathJax sources keep TeX), 16.4 %.
+_NUMBER = re.compile(
+    r"(?<![\w.])[-+\u2212]?(?P<mantissa>\d+(?:\.\d*)?|\.\d+)"
+    r"(?:(?:[eE](?P<exp>[-+\u2212]?\d+))|(?:\s*(?:\\times|\u00d7)\s*10\^\{?(?P<texp>[-+\u2212]?\d+)\}?))?"
+    r"(?P<percent>\s*(?:%|\\%))?"
+)
+
+
+class Target(NamedTuple):
+    """One number of the key: its id, magnitude, the unit of its last printed digit, its digits."""
+
+    name: str
+    magnitude: float
+    unit: float
+    digits: int
+    shown: str
+
+
+def _significant(mantissa: str) -> int:
+    digits = mantissa.replace(".", "").lstrip("0")
+    return max(len(digits), 1)
+
+
+def _precision(printed: str) -> tuple[float, int] | None:
+    """(unit of the last digit, significant digits) of a printed number; None if it is none."""
+    match = _NUMBER.fullmatch(printed.strip())
+    if match is None:
+        return None
+    mantissa = match.group("mantissa")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    exponent = int((match.group("exp") or "0").replace("\u2212", "-"))
+    if match.group("percent"):
+        exponent -= 2
+    return 10.0 ** (exponent - decimals), _significant(mantissa)
+
+
+def _default_format(value: float) -> str:
+    return f"{value:.3e}"
+
+
+def _flatten(value) -> list:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (str, list, tuple)):
+        return [item for part in value for item in _flatten(part)]
+    array = np.asarray(value, dtype=object if isinstance(value, (list, tuple)) else float)
+    return list(array.ravel())
+
+
+def answer_targets() -> tuple[list[Target], list[tuple[str, str]]]:
+    """The numbers and the words of the key for the reference data, as the key prints them."""
+    published = read_yaml(PUBLISHED_KEY.read_text(encoding="utf-8"))
+    numbers: list[Target] = []
+    words: list[tuple[str, str]] = []
+    for name, answer in answer_key(load_data()).items():
+        entry = published.get(name, {})
+        if entry.get("kind") == "roundoff":
+            continue
+        if isinstance(answer.value, str):
+            words.append((name, answer.value))
+            continue
+        values = [float(v) for v in np.asarray(answer.value, dtype=float).ravel()]
+        printed = _flatten(entry["printed"]) if "printed" in entry else [None] * len(values)
+        if len(printed) != len(values):
+            printed = [printed[0]] * len(values) if len(printed) == 1 else [None] * len(values)
+        for value, text in zip(values, printed, strict=True):
+            if value == 0.0:
+                continue
+            text = text if isinstance(text, str) else _default_format(value)
+            precision = _precision(text) or _precision(_default_format(value))
+            unit, digits = precision
+            if round(abs(value) / unit) == 0:
+                continue  # prints as zero at the key's precision
+            numbers.append(Target(name, abs(value), unit, digits, text))
+    return numbers, words
+
+
+class _OpenText(HTMLParser):
+    """Split a page's text into what a reader sees at once and what needs a click."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool, bool]] = []  # (tag, hides, skipped)
+        self.open: list[str] = []
+        self.folded: list[str] = []
+
+    def _hidden(self) -> bool:
+        return any(hides for _, hides, _ in self.stack)
+
+    def _skipped(self) -> bool:
+        return any(skipped for _, _, skipped in self.stack)
+
+    def _take(self, text: str) -> None:
+        if text.strip() and not self._skipped():
+            (self.folded if self._hidden() else self.open).append(text)
+
+    def handle_starttag(self, tag, attrs):
+        values = {k: v or "" for k, v in attrs}
+        classes = set(values.get("class", "").split())
+        hides = tag == "details" or (tag == "div" and bool(classes & HIDING_CLASSES))
+        if tag not in VOID:
+            self.stack.append((tag, hides, tag in SKIPPED))
+        for key in VISIBLE_ATTRIBUTES:
+            if values.get(key):
+                self._take(values[key])
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID and self.stack and self.stack[-1][0] == tag:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        for depth in range(len(self.stack) - 1, -1, -1):
+            if self.stack[depth][0] == tag:
+                del self.stack[depth:]
+                return
+
+    def handle_data(self, data):
+        self._take(data)
+
+
+def open_text(html: str) -> tuple[str, str]:
+    """(text seen at once, text behind a click) of an HTML page."""
+    parser = _OpenText()
+    parser.feed(html)
+    parser.close()
+    return "\n".join(parser.open), "\n".join(parser.folded)
+
+
+def printed_answers(text: str, numbers: list[Target], words: list[tuple[str, str]]) -> list[str]:
+    """Every answer of the key that ``text`` prints, as 'id: as printed in the text'."""
+    found = []
+    for match in _NUMBER.finditer(text):
+        mantissa = match.group("mantissa")
+        exponent = int((match.group("exp") or match.group("texp") or "0").replace("\u2212", "-"))
+        magnitude = float(mantissa) * 10.0**exponent
+        if match.group("percent"):
+            magnitude /= 100.0
+        # Trailing zeros of a fraction are not taken as precision (numpy prints a rounded
+        # 0.14176 as 1.4176000e-01): the text's own last digit is its last non-zero decimal.
+        if "." in mantissa:
+            mantissa = mantissa.rstrip("0").rstrip(".") or "0"
+        digits = _significant(mantissa)
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        own_unit = 10.0 ** (exponent - decimals) / (100.0 if match.group("percent") else 1.0)
+        for target in numbers:
+            if digits < target.digits:
+                continue
+            # The text prints the answer when its number is the answer rounded to the text's
+            # own last digit (with a little room for another integrator's last digits).
+            if math.isclose(magnitude, target.magnitude, rel_tol=1e-6, abs_tol=0.5 * own_unit * (1 + 1e-9)):
+                found.append(f"{target.name} (key {target.shown}): {match.group(0).strip()!r}")
+    lowered = text.lower()
+    found += [f"{name}: {value!r}" for name, value in words if value.lower() in lowered]
+    return found
+
+
+# ----------------------------------------------------------------- the detector itself
+
+
+def test_targets_follow_the_published_precision():
+    """The key's numbers are searched for at the precision the key prints them."""
+    numbers, words = answer_targets()
+    by_name = {t.name: t for t in numbers}
+    assert by_name["p3.d.phi_deg"].unit == pytest.approx(1e-3)
+    assert by_name["p3.d.phi_deg"].digits == 3
+    assert by_name["p3.b.K"].unit == pytest.approx(100.0)  # 2.1600e6
+    assert by_name["p1.d.max_coupling_ratio"].unit == pytest.approx(1e-3)  # 16.4 %
+    assert "p10.b.track_length" in by_name  # not in the printed key: four figures
+    assert ("p1.d.strongest_pair", "sway-roll") in words
+    assert not any(t.name == "p4.b.nuCnu" for t in numbers)  # round-off, not an answer
+
+
+def test_detector_sees_open_values_and_ignores_folded_ones():
+    """A key value in a paragraph, a table cell, alt text or TeX is found; in a dropdown,
+    a folded cell, a toggle admonition or a script it is not."""
+    numbers, words = answer_targets()
+    page = """<html><body><main>
+      <p>The heel is <span>0.779</span> degrees.</p>
+      <table><tr><td>-1.1681</td></tr></table>
+      <img alt="the coupling ratio is 16.4 %" src="x.png">
+      <p>\\(K = 2.16 \\times 10^{6}\\)</p>
+      <pre>[ 1.4176000e-01 -2.2190000e+00]</pre>
+      <details class="sd-dropdown"><summary>Answer</summary><p>phi = 0.779 deg</p></details>
+      <details class="hide above-input"><pre>assert abs(phi - 0.779) &lt; 5e-4</pre></details>
+      <div class="admonition dropdown"><p>sway-roll</p></div>
+      <script>var x = 0.779;</script>
+      <p>A rounded 0.78 and the data 1.8 m are not answers at the key's precision,
+         and 1.309 s is another quantity, although it rounds to the key's coarse 1.2 ... 1.3.</p>
+    </main></body></html>"""
+    visible, folded = open_text(page)
+    hits = printed_answers(visible, numbers, words)
+    names = {hit.split(" ")[0].rstrip(":") for hit in hits}
+    assert {"p3.d.phi_deg", "p9.d.phi_unloaded_deg", "p1.d.max_coupling_ratio", "p10.b.nu1"} <= names
+    assert "p3.c.phi_deg" in names  # -1.1681 also prints 3(c) to more digits than its key
+    assert not any("sway-roll" in hit for hit in hits)
+    assert "0.78" not in " ".join(hits) and "1.309" not in " ".join(hits)
+    assert "0.779 deg" in folded and "sway-roll" in folded and "var x" not in visible + folded
+    # 2.16 x 10^6 has three figures, fewer than the key's 2.1600e6: not counted as printed.
+    assert "p3.b.K" not in names
+
+
+# ----------------------------------------------------------------- the built book
+
+
+@pytest.fixture(scope="module")
+def book_html(request) -> Path:
+    override = os.environ.get("RBTUTOR_BOOK_HTML")
+    if override:
+        path = Path(override)
+        if not (path / "index.html").is_file():
+            pytest.fail(f"RBTUTOR_BOOK_HTML={override} holds no built index.html")
+        return path
+    return request.getfixturevalue("built_book")
+
+
+def _pages(html_dir: Path) -> list[Path]:
+    return sorted(
+        p for p in html_dir.rglob("*.html")
+        if not p.relative_to(html_dir).parts[0].startswith(("_static", "_sources", "_images"))
+        and p.name not in {"genindex.html", "search.html", "py-modindex.html"}
+    )
+
+
+def test_no_graded_value_in_the_open_text_of_the_book(book_html: Path):
+    """Every answer of the key appears in the built pages only behind a click."""
+    numbers, words = answer_targets()
+    pages = _pages(book_html)
+    assert len(pages) >= 10, f"expected the book's pages in {book_html}, found {len(pages)}"
+    offences = []
+    folded_somewhere = False
+    for page in pages:
+        visible, folded = open_text(page.read_text(encoding="utf-8"))
+        folded_somewhere |= bool(printed_answers(folded, numbers, words))
+        offences += [f"{page.relative_to(book_html)}: {hit}" for hit in printed_answers(visible, numbers, words)]
+    assert not offences, "graded values printed in the open text:\n" + "\n".join(offences)
+    # The worked solutions exist (behind clicks): the search above would find them.
+    assert folded_somewhere
