@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from rbtutor.grading.judge import PUBLISHED_KEY, Verdict, judge
-from rbtutor.problems import Answer, answer_key, load_data, read_yaml, vessel
+from rbtutor.grading.judge import MESSAGES, PUBLISHED_KEY, RULES, Verdict, judge
+from rbtutor.problems import KINDS, Answer, algebraic, answer_key, integrated, load_data, read_yaml, vessel
 from rbtutor.rigid_body import RigidBody
 
 DATA = load_data()
 KEY = answer_key(DATA)
 PUBLISHED = read_yaml(PUBLISHED_KEY.read_text(encoding="utf-8"))
-NUMERIC = [i for i, a in KEY.items() if not isinstance(a.value, str)]
-ROUNDOFF = {i for i, e in PUBLISHED.items() if isinstance(e, dict) and e.get("kind") == "roundoff"}
+NUMERIC = [i for i, a in KEY.items() if a.kind != "text"]
+ROUNDOFF = {i for i, a in KEY.items() if a.kind == "roundoff"}
 
 
 def verdict(answer_id, value, **kwargs) -> Verdict:
@@ -54,9 +54,13 @@ def test_sign_and_five_percent_fail(answer_id):
     if not np.any(ref):
         pytest.skip("a zero reference has no sign and no relative error")
     negated = verdict(answer_id, -ref)
-    assert not negated.passed and negated.diagnosis == "sign", negated
+    if KEY[answer_id].quaternion:  # -q is the same rotation
+        assert negated.passed, negated
+    else:
+        expected = {"sign", "quaternion_sign"} if "quaternion_sign" in dict(KEY[answer_id].mistakes) else {"sign"}
+        assert not negated.passed and negated.diagnosis in expected, negated
     off = verdict(answer_id, ref * 1.05)
-    assert not off.passed, off
+    assert not off.passed and off.diagnosis, off
 
 
 def test_text_answer():
@@ -85,18 +89,89 @@ def test_named_mistakes():
 def test_transposed_and_quaternion_on_a_small_key():
     matrix = np.array([[1.0, 2.0, 0.5], [0.0, 3.0, 4.0], [7.0, 0.0, 5.0]])
     q = np.array([0.5, 0.5, -0.5, 0.5])
-    key = {"t.a.A": Answer(matrix, "1"), "t.b.q": Answer(q, "1")}
+    key = {"t.a.A": algebraic(matrix, "1"), "t.b.q": algebraic(q, "1", quaternion=True),
+           "t.c.q": algebraic(q, "1"), "t.d.G": algebraic(matrix[:, :2], "1")}
     assert judge("t.a.A", matrix, key=key, published={}).passed
     transposed = judge("t.a.A", matrix.T, key=key, published={})
     assert not transposed.passed and transposed.diagnosis == "transposed"
     assert judge("t.b.q", -q, key=key, published={}).passed
     assert not judge("t.b.q", q[[2, 1, 0, 3]], key=key, published={}).passed
+    # a four-vector of unit norm is not a quaternion unless its answer says so
+    assert judge("t.c.q", -q, key=key, published={}).diagnosis == "sign"
+    # a 3 x 2 matrix handed in as 2 x 3: named as transposed, not only as a wrong shape
+    swapped = judge("t.d.G", matrix[:, :2].T, key=key, published={})
+    assert swapped.diagnosis == "transposed" and "3 x 2" in swapped.message
+    assert judge("t.d.G", matrix[:, :2].T * 2, key=key, published={}).diagnosis == "shape"
 
 
 def test_angles_are_equal_modulo_360():
     heading = float(KEY["p10.b.heading_change_deg"].value)
     assert verdict("p10.b.heading_change_deg", heading - 360.0).passed
     assert verdict("p10.b.eta2_deg", reference("p10.b.eta2_deg") + [360.0, -720.0, 0.0]).passed
+    phi = float(KEY["p3.c.phi_deg"].value)
+    assert verdict("p3.c.phi_deg", phi + 360.0).passed and verdict("p3.c.phi_deg", phi - 720.0).passed
+
+
+def test_an_angular_acceleration_in_degrees_is_not_periodic():
+    """Regression: p6.b.q_dot_deg (deg/s^2) was accepted 360 off because its id ends in _deg."""
+    q_dot = float(KEY["p6.b.q_dot_deg"].value)
+    assert not KEY["p6.b.q_dot_deg"].periodic
+    for off in (360.0, -360.0, 720.0):
+        result = verdict("p6.b.q_dot_deg", q_dot + off)
+        assert not result.passed, (off, result)
+
+
+def test_every_answer_carries_its_judging_metadata():
+    """Each answer says how it is judged; a missing or inconsistent field fails here."""
+    for answer_id, answer in KEY.items():
+        assert isinstance(answer, Answer), answer_id
+        assert answer.kind in KINDS, answer_id
+        assert isinstance(answer.periodic, bool) and isinstance(answer.quaternion, bool), answer_id
+        assert (answer.kind == "roundoff") == (answer.bound is not None), answer_id
+        if answer.periodic:
+            assert answer.unit in ("deg", "rad"), answer_id
+        if answer.unit.startswith(("deg/", "rad/")):
+            assert not answer.periodic, f"{answer_id}: a rate is not periodic"
+        for code, wrong in answer.mistakes:
+            assert code in MESSAGES, f"{answer_id}: no message for mistake {code!r}"
+            assert np.shape(wrong) == np.shape(answer.value), f"{answer_id}: mistake {code} has the wrong shape"
+    with pytest.raises(ValueError, match="kind"):
+        Answer(1.0, "m", "exact")
+    with pytest.raises(ValueError, match="periodic"):
+        Answer(1.0, "deg/s^2", "algebraic", periodic=True)
+    with pytest.raises(ValueError, match="bound"):
+        Answer(0.0, "W", "roundoff")
+    with pytest.raises(ValueError, match="unit quaternion"):
+        Answer([1.0, 1.0, 0.0, 0.0], "1", "algebraic", quaternion=True)
+
+
+def test_the_judge_reads_no_id_spelling():
+    """The rules live in the metadata: RULES holds no id prefixes, and an id's spelling changes nothing."""
+    assert not any("prefix" in name for name in RULES)
+    renamed = {"p0.a.x_deg": algebraic(10.0, "deg/s^2"), "p0.b.y": algebraic(10.0, "deg", periodic=True),
+               "p10.b.z": algebraic(10.0, "m")}
+    assert not judge("p0.a.x_deg", 370.0, key=renamed, published={}).passed
+    assert judge("p0.b.y", 370.0, key=renamed, published={}).passed
+    assert judge("p10.b.z", 10.005, key=renamed, published={}).passed  # algebraic, although under p10.b.
+
+
+def test_integrated_answers_are_those_the_metadata_marks():
+    marked = {i for i, a in KEY.items() if a.kind == "integrated"}
+    assert {i for i in marked if not i.startswith("p11.")} == {
+        i for i in KEY if i.startswith(("p8.d.", "p10.b.", "p10.c.")) and KEY[i].kind != "roundoff"}
+    # the same number, judged as algebraic and as integrated: 0.05 % off passes only the first
+    key = {"t.a.x": algebraic(2.0, "s"), "t.b.x": integrated(2.0, "s")}
+    assert judge("t.a.x", 2.001, key=key, published={}).passed
+    late = judge("t.b.x", 2.001, key=key, published={})
+    assert not late.passed and late.diagnosis == "not_accurate_enough"
+
+
+def test_roundoff_answers_match_the_published_key():
+    """The round-off kind and bound come from the answer; the published key says the same."""
+    published = {i for i, e in PUBLISHED.items() if isinstance(e, dict) and e.get("kind") == "roundoff"}
+    assert published == ROUNDOFF
+    for answer_id in ROUNDOFF:
+        assert KEY[answer_id].bound == PUBLISHED[answer_id]["bound"], answer_id
 
 
 def test_integrated_answer_with_default_tolerances_is_not_accurate_enough():

@@ -11,8 +11,13 @@ as an object with a custom ``__eq__``, ``__float__`` or ``__array__``, fails as
 
 The reference value always comes from :func:`rbtutor.problems.answer_key`
 (computed from the problem data), and the printed precision from
-the published key (``rbtutor/problems/answer_key.yaml``). Feedback never states the reference value: it
-names a recognised mistake or says roughly how far off the answer is.
+the published key (``rbtutor/problems/answer_key.yaml``). How an answer is
+judged comes from its :class:`rbtutor.problems.Answer`: its ``kind`` (algebraic,
+integrated, roundoff, text), whether it is ``periodic`` (an angle, equal modulo a
+full turn), whether it is a ``quaternion`` (``q`` and ``-q`` both right), its
+round-off ``bound`` and its known ``mistakes``. Nothing is read from the spelling
+of an answer id. Feedback never states the reference value: it names a recognised
+mistake or says roughly how far off the answer is.
 
 Diagnosis codes (``Verdict.diagnosis``)
 ---------------------------------------
@@ -20,10 +25,13 @@ On a pass: ``None``, or ``"accepted_printed"`` when the value printed in the
 key was accepted under an erratum with ``accept_printed: true``.
 
 On a failure, input problems: ``"not_numeric"``, ``"not_text"``,
-``"not_finite"``, ``"shape"``. Recognised mistakes (see :data:`GENERIC_MISTAKES`
-and :data:`MISTAKES`): ``"sign"``, ``"transposed"``, ``"degrees"``,
-``"factor_1000"``, ``"inertia_g_for_o"``, ``"origin_at_g"``,
-``"parallel_axis_sign"``. Precision of an integrated answer:
+``"not_finite"``, ``"shape"``. Recognised mistakes (the answer's own
+``mistakes`` first, then :data:`GENERIC_MISTAKES`; every code has its text in
+:data:`MESSAGES`): ``"sign"``, ``"transposed"`` (also a matrix handed in with
+rows and columns swapped, whatever its shape), ``"degrees"``, ``"factor_1000"``,
+``"inertia_g_for_o"``, ``"origin_at_g"``, ``"parallel_axis_sign"``, and for Euler
+parameters ``"scalar_last"``, ``"conjugate"``, ``"quaternion_sign"``,
+``"wrong_frame"``, ``"sequence"``, ``"degrees_in"``. Precision of an integrated answer:
 ``"not_accurate_enough"``. Otherwise how far off: ``"off_by_percent"`` (same
 sign, size within a factor 2), ``"off_by_factor"`` (same sign, size off by more),
 ``"sign_and_size"``, ``"entries"`` (some entries of an array disagree, not by
@@ -53,8 +61,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
-from ..kinematics import skew
-from ..problems import PUBLISHED_KEY, answer_key, load_data, loaded_vessel, read_yaml, vessel
+from ..problems import PERIODS, PUBLISHED_KEY, Answer, answer_key, load_data, read_yaml
 from ..problems.printed import printed_half_unit, printed_value
 from .protocol import HAND_IN, handed_in
 
@@ -65,9 +72,8 @@ RULES: dict[str, object] = {
     # Algebraic answers pass within max(printed half-unit, this x |reference|), entry by
     # entry: right to about three significant figures is right.
     "algebraic_rtol": 1e-3,
-    # Answers that come out of a time integration: they must agree to the printed
+    # Answers of kind "integrated" (a time integration) must agree to the printed
     # half-unit of each entry (no relative allowance).
-    "integrated_prefixes": ("p8.d.", "p10.b.", "p10.c."),
     # An integrated answer outside its printed precision but within this relative
     # distance (norm of the difference / norm of the reference) is "not_accurate_enough".
     "integrated_close_rtol": 1e-2,
@@ -76,16 +82,13 @@ RULES: dict[str, object] = {
     # Floor of every tolerance, relative to the largest entry of the reference, so that an
     # entry that is zero in theory may carry floating-point noise.
     "zero_floor_rtol": 1e-9,
-    # Period of angles whose id ends in "_deg": they are equal modulo this.
-    "angle_period_deg": 360.0,
-    # A reference of shape (4,) whose norm is within this of 1 is a unit quaternion:
-    # q and -q are the same rotation and both pass.
-    "quaternion_norm_tol": 1e-9,
+    # Answers marked periodic are equal modulo one full turn of their unit.
+    "periods": PERIODS,
     # A submitted value may hold at most this many numbers (more is refused as "shape").
     "max_entries": 10_000,
 }
 
-_MESSAGES = {
+MESSAGES = {
     "sign": "The size is right but the sign is not. Check the direction of the axes "
             "(x forward, y to port, z up) and the order of the factors in cross products.",
     "transposed": "The entries are right but transposed: rows and columns are swapped.",
@@ -99,6 +102,20 @@ _MESSAGES = {
     "parallel_axis_sign": "The parallel-axis term has the wrong sign: I_O = I_G - m S(r_G) S(r_G). "
                           "Moving the reference point away from G can only increase the moments "
                           "of inertia.",
+    "scalar_last": "These are the right Euler parameters in the wrong order: the course stores them "
+                   "scalar first, [theta0, theta1, theta2, theta3], while some libraries (scipy's "
+                   "Rotation.as_quat, for one) put the scalar last.",
+    "conjugate": "This is the inverse rotation: the vector part [theta1, theta2, theta3] has the wrong "
+                 "sign (or the matrix maps GCS to body instead of body to GCS).",
+    "quaternion_sign": "This has the opposite sign. G is linear in the Euler parameters, so G(-theta) = "
+                       "-G(theta): the given parameter rates belong to the parameters with theta0 > 0, "
+                       "and with -theta the rates change sign too.",
+    "wrong_frame": "This is the right quantity in the other frame: G_0 gives components in the GCS, "
+                   "G_b in the body frame, and R takes body components to GCS components.",
+    "sequence": "This is a different rotation sequence. The course's Euler angles are z-y-x: "
+                "R = Rz(psi) Ry(theta) Rx(phi); the node's 'Rotation' output is x-y-z: "
+                "R = Rx(phi0) Ry(phi1) Rz(phi2).",
+    "degrees_in": "The angles of the data are in radians; this treats them as degrees.",
     "not_accurate_enough": "Close, but not accurate enough for an integrated quantity: the "
                            "integration tolerance is too loose. The defaults of solve_ivp "
                            "(rtol and atol) are not enough here; tighten both by several orders "
@@ -125,75 +142,28 @@ class Verdict:
 
 
 # --- recognised mistakes ------------------------------------------------------------------
-
-Mistake = tuple[str, Callable[[dict], object]]
-
-
-def _wrong_parallel_axis(body) -> np.ndarray:
-    """I_G + m S S: the parallel-axis term added with the wrong sign."""
-    s = skew(body.r_g)
-    return body.inertia_g + body.mass * (s @ s)
+# Quantity-specific wrong versions are carried by each Answer (its ``mistakes``, computed in
+# rbtutor.problems beside the value); the generic ones below are tried for every numeric answer.
 
 
-def _with_inertia_block(body, inertia) -> np.ndarray:
-    m = body.mass_matrix()
-    m[3:, 3:] = inertia
-    return m
+def _to_degrees(ref: np.ndarray, unit: str):
+    return (np.degrees(ref), "deg") if unit.strip().startswith("rad") else None
 
 
-def _inertia_mistakes(body_of, pick) -> list[Mistake]:
-    return [
-        ("inertia_g_for_o", lambda d: pick(body_of(d).inertia_g)),
-        ("parallel_axis_sign", lambda d: pick(_wrong_parallel_axis(body_of(d)))),
-    ]
+def _to_radians(ref: np.ndarray, unit: str):
+    return (np.radians(ref), "rad") if unit.strip().startswith("deg") else None
 
 
-def _mass_matrix_mistakes(body_of) -> list[Mistake]:
-    return [
-        ("origin_at_g", lambda d: body_of(d).at_g().mass_matrix()),
-        ("inertia_g_for_o", lambda d: _with_inertia_block(body_of(d), body_of(d).inertia_g)),
-        ("parallel_axis_sign", lambda d: _with_inertia_block(body_of(d), _wrong_parallel_axis(body_of(d)))),
-    ]
-
-
-def _whole(t):
-    return t
-
-
-#: Quantity-specific wrong versions: {id, or id prefix ending in ".": [(diagnosis, data -> value)]}.
-MISTAKES: dict[str, list[Mistake]] = {
-    "p1.a.I_O": _inertia_mistakes(vessel, _whole),
-    "p1.a.I_x_O": _inertia_mistakes(vessel, lambda t: t[0, 0]),
-    "p1.a.I_y_O": _inertia_mistakes(vessel, lambda t: t[1, 1]),
-    "p1.a.I_z_O": _inertia_mistakes(vessel, lambda t: t[2, 2]),
-    "p1.a.I_xz_O": _inertia_mistakes(vessel, lambda t: -t[0, 2]),
-    "p1.b.M_RB": _mass_matrix_mistakes(vessel),
-    "p9.b.I_O": _inertia_mistakes(loaded_vessel, _whole),
-    "p9.c.M_RB": _mass_matrix_mistakes(loaded_vessel),
-}
-
-
-def _is_angle_unit(unit: str) -> bool:
-    return unit.strip().startswith(("rad", "deg"))
-
-
-#: Wrong versions tried for every numeric answer, in order: (diagnosis, (reference, unit) -> value or None).
-GENERIC_MISTAKES: list[tuple[str, Callable[[np.ndarray, str], np.ndarray | None]]] = [
-    ("sign", lambda ref, unit: -ref),
-    ("transposed", lambda ref, unit: ref.T if ref.ndim == 2 else None),
-    ("degrees", lambda ref, unit: np.degrees(ref) if _is_angle_unit(unit) else None),
-    ("degrees", lambda ref, unit: np.radians(ref) if _is_angle_unit(unit) else None),
-    ("factor_1000", lambda ref, unit: ref * 1000.0),
-    ("factor_1000", lambda ref, unit: ref / 1000.0),
+#: Wrong versions tried for every numeric answer, in order: (diagnosis, (reference, unit) ->
+#: (value, unit of that value) or None).
+GENERIC_MISTAKES: list[tuple[str, Callable[[np.ndarray, str], tuple[np.ndarray, str] | None]]] = [
+    ("sign", lambda ref, unit: (-ref, unit)),
+    ("transposed", lambda ref, unit: (ref.T, unit) if ref.ndim == 2 else None),
+    ("degrees", _to_degrees),
+    ("degrees", _to_radians),
+    ("factor_1000", lambda ref, unit: (ref * 1000.0, unit)),
+    ("factor_1000", lambda ref, unit: (ref / 1000.0, unit)),
 ]
-
-
-def _specific_mistakes(answer_id: str) -> list[Mistake]:
-    found: list[Mistake] = []
-    for pattern, mistakes in MISTAKES.items():
-        if pattern == answer_id or (pattern.endswith(".") and answer_id.startswith(pattern)):
-            found.extend(mistakes)
-    return found
 
 
 # --- inputs ------------------------------------------------------------------------------
@@ -293,17 +263,30 @@ def _printed_array(printed, shape: tuple, parse) -> np.ndarray | None:
 # --- comparison ---------------------------------------------------------------------------
 
 
-def _difference(x: np.ndarray, target: np.ndarray, angle: bool) -> np.ndarray:
+def _period(answer: Answer, unit: str | None = None) -> float | None:
+    """One full turn in ``unit`` (the answer's own by default) for a periodic answer, else None."""
+    if not answer.periodic:
+        return None
+    return float(RULES["periods"][(unit or answer.unit).strip()])
+
+
+def _difference(x: np.ndarray, target: np.ndarray, period: float | None) -> np.ndarray:
     d = x - target
-    if angle:
-        period = float(RULES["angle_period_deg"])
+    if period is not None:
         d = (d + period / 2) % period - period / 2
     return d
 
 
-def _agrees(x, target, tol, angle) -> np.ndarray:
+def _agrees(x, target, tol, period) -> np.ndarray:
     """Entry-by-entry agreement (a value exactly on the boundary agrees)."""
-    return np.abs(_difference(x, target, angle)) <= tol * (1.0 + 1e-9) + 1e-300
+    return np.abs(_difference(x, target, period)) <= tol * (1.0 + 1e-9) + 1e-300
+
+
+def _same(x, target, tol, period, quaternion: bool) -> bool:
+    """Whether every entry agrees; for a quaternion, with ``target`` or with ``-target``."""
+    if np.all(_agrees(x, target, tol, period)):
+        return True
+    return quaternion and bool(np.all(_agrees(x, -target, tol, period)))
 
 
 def _tolerance(reference: np.ndarray, half: np.ndarray | None, integrated: bool) -> np.ndarray:
@@ -397,8 +380,8 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
         The parsed published key; read from ``published_path`` (by default
         the published key (``rbtutor/problems/answer_key.yaml``)) when omitted.
     data : dict, optional
-        Problem data, used for the quantity-specific diagnoses; the reference data
-        when omitted.
+        Problem data from which the key is computed when ``key`` is omitted; the
+        reference data when both are omitted.
     published_path : path, optional
 
     Returns
@@ -419,16 +402,16 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
     answer = key[answer_id]
     entry = published.get(answer_id) or {}
 
-    if isinstance(answer.value, str):
+    if answer.kind == "text":
         return _judge_text(answer.value, submitted)
 
     reference = np.squeeze(np.asarray(answer.value, dtype=float))
     x = _as_numbers(submitted, reference.shape)
     if isinstance(x, Verdict):
-        return x
+        return _transposed_shape(submitted, reference, x)
 
-    if entry.get("kind") == "roundoff":
-        if np.all(np.abs(x) <= float(entry["bound"])):
+    if answer.kind == "roundoff":
+        if np.all(np.abs(x) <= float(answer.bound)):
             return Verdict(True, "Correct: within round-off.")
         return Verdict(False, "This should vanish up to floating-point round-off, and it is "
                               "larger than round-off can explain.", "wrong_value")
@@ -436,47 +419,56 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
     erratum = entry.get("erratum") or {}
     precision_text = erratum.get("correct", entry.get("printed"))
     half = _printed_array(precision_text, reference.shape, printed_half_unit)
-    integrated = answer_id.startswith(tuple(RULES["integrated_prefixes"]))
-    angle = answer_id.endswith("_deg")
+    integrated = answer.kind == "integrated"
+    period = _period(answer)
     tol = _tolerance(reference, half, integrated)
 
-    ok = _agrees(x, reference, tol, angle)
+    ok = _agrees(x, reference, tol, period)
     if np.all(ok):
         return Verdict(True, "Correct.")
-    if reference.shape == (4,) and abs(np.linalg.norm(reference) - 1.0) <= float(RULES["quaternion_norm_tol"]):
-        if np.all(_agrees(x, -reference, tol, angle)):
-            return Verdict(True, "Correct (q and -q are the same rotation).")
+    if answer.quaternion and np.all(_agrees(x, -reference, tol, period)):
+        return Verdict(True, "Correct (q and -q are the same rotation).")
 
     if erratum.get("accept_printed"):
         printed = _printed_array(entry.get("printed"), reference.shape, printed_value)
         printed_half = _printed_array(entry.get("printed"), reference.shape, printed_half_unit)
-        if printed is not None and np.all(_agrees(x, printed, _tolerance(printed, printed_half, integrated), angle)):
+        if printed is not None and np.all(_agrees(x, printed, _tolerance(printed, printed_half, integrated), period)):
             return Verdict(True, "Accepted: this is the value printed in the answer key, which has an "
                                  f"erratum; the corrected value and the reason are on {ERRATA_PAGE}.",
                            "accepted_printed")
 
     if integrated:
-        distance = np.linalg.norm(_difference(x, reference, angle))
+        distance = np.linalg.norm(_difference(x, reference, period))
         if distance <= float(RULES["integrated_close_rtol"]) * np.linalg.norm(reference):
-            return Verdict(False, _MESSAGES["not_accurate_enough"], "not_accurate_enough")
+            return Verdict(False, MESSAGES["not_accurate_enough"], "not_accurate_enough")
 
-    candidates: list[tuple[str, Callable[[], object]]] = [
-        (code, functools.partial(make, reference, answer.unit)) for code, make in GENERIC_MISTAKES
-    ]
-    if _specific_mistakes(answer_id):
-        data = load_data() if data is None else data
-        candidates += [(code, functools.partial(make, data)) for code, make in _specific_mistakes(answer_id)]
-    for code, make in candidates:
-        wrong = make()
-        if wrong is None:
-            continue
+    candidates = [(code, wrong, answer.unit) for code, wrong in answer.mistakes]
+    for code, make in GENERIC_MISTAKES:
+        made = make(reference, answer.unit)
+        if made is not None:
+            candidates.append((code, *made))
+    for code, wrong, unit in candidates:
         wrong = np.squeeze(np.asarray(wrong, dtype=float))
-        if wrong.shape != reference.shape or np.all(_agrees(wrong, reference, tol, angle)):
+        wrong_period = _period(answer, unit)
+        if wrong.shape != reference.shape or _same(wrong, reference, tol, period, answer.quaternion):
             continue
-        if np.all(_agrees(x, wrong, _scaled_tolerance(tol, reference, wrong), angle)):
-            return Verdict(False, _MESSAGES[code], code)
+        if _same(x, wrong, _scaled_tolerance(tol, reference, wrong), wrong_period, answer.quaternion):
+            return Verdict(False, MESSAGES[code], code)
 
     return _how_far(x, reference, ok)
+
+
+def _transposed_shape(submitted, reference: np.ndarray, refused: Verdict) -> Verdict:
+    """A matrix handed in with rows and columns swapped (shape (n, m) for (m, n)) is named as such."""
+    if refused.diagnosis != "shape" or reference.ndim != 2 or reference.shape[0] == reference.shape[1]:
+        return refused
+    swapped = _as_numbers(submitted, reference.T.shape)
+    if isinstance(swapped, Verdict):
+        return refused
+    tol = _tolerance(reference, None, False)
+    if np.all(_agrees(swapped.T, reference, tol, None)):
+        return Verdict(False, f"{refused.message} {MESSAGES['transposed']}", "transposed")
+    return refused
 
 
 # --------------------------------------------------------------------------- in the grading process

@@ -1,9 +1,15 @@
-"""The ten problems of the chapter: their data, and every answer as a function of it.
+"""The problems of the course: their data, and every answer as a function of it.
 
 ``load_data()`` returns the reference data (``reference_data.yaml`` beside this
 file); ``load_data(path)`` merges a variant file over it, so a variant needs only
-the numbers that change. ``answer_key(data)`` computes every numeric answer under
-an id ``p<problem>.<part>.<name>``; ``python -m rbtutor key`` prints it.
+the numbers that change. ``answer_key(data)`` computes every answer under an id
+``p<problem>.<part>.<name>``; ``python -m rbtutor key`` prints it. Problems 1-10
+are the chapter's; Problem 11 (Euler parameters) is the course's own.
+
+Each :class:`Answer` carries, beside its value and unit, what judging it needs
+(its kind, whether it is a periodic angle or a unit quaternion, a round-off
+bound, its known mistakes). They are set here, where the value is computed, so
+the judge (:mod:`rbtutor.grading.judge`) never infers them from an id's spelling.
 
 Examples
 --------
@@ -17,14 +23,14 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from .._checks import as_array, as_scalar
 from ..inertia import box_inertia, inertia_from_gyration, products_of_inertia
-from ..kinematics import point_acceleration
+from ..kinematics import point_acceleration, skew
 from ..rigid_body import RigidBody, shift_load
 from ..simulation import simulate
 from ..torque_free import integrate_spin, spin_stability
@@ -34,11 +40,80 @@ REFERENCE_DATA = Path(__file__).with_name("reference_data.yaml")
 PUBLISHED_KEY = Path(__file__).with_name("answer_key.yaml")
 
 
-class Answer(NamedTuple):
-    """One answer: its value (float, string or array) and its unit."""
+#: the kinds of answer the judge knows (see :class:`Answer`)
+KINDS = ("algebraic", "integrated", "roundoff", "text")
+#: units in which a periodic answer may be given, with one full turn in that unit
+PERIODS = {"deg": 360.0, "rad": 2.0 * math.pi}
+
+
+@dataclass(frozen=True, eq=False)
+class Answer:
+    """One answer, and what judging it needs.
+
+    Attributes
+    ----------
+    value : float, str or ndarray
+    unit : str
+    kind : {"algebraic", "integrated", "roundoff", "text"}
+        ``algebraic``: follows from the data by algebra; passes within half a unit
+        of the last printed digit or 0.1 %, whichever is larger. ``integrated``:
+        comes out of an adaptive time integration; must agree to the printed
+        digits, so a loose tolerance is caught. ``roundoff``: zero in exact
+        arithmetic; passes when every entry is within ``bound``. ``text``: words.
+    periodic : bool
+        A true angle (unit ``deg`` or ``rad``): equal modulo one full turn. Rates
+        and accelerations of angles are not periodic.
+    quaternion : bool
+        A unit quaternion (Euler parameters): ``q`` and ``-q`` are the same rotation.
+    bound : float or None
+        The round-off bound of a ``roundoff`` answer, in its unit.
+    mistakes : tuple of (str, value)
+        Known wrong versions of this answer, each with the diagnosis code it earns
+        (the codes of :data:`rbtutor.grading.judge.MESSAGES`).
+    """
 
     value: object
     unit: str
+    kind: str
+    periodic: bool = False
+    quaternion: bool = False
+    bound: float | None = None
+    mistakes: tuple = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"expected kind in {KINDS}, got {self.kind!r}")
+        if (self.kind == "text") != isinstance(self.value, str):
+            raise ValueError(f"expected a str value exactly for kind 'text', got {type(self.value).__name__} "
+                             f"for kind {self.kind!r}")
+        if self.periodic and self.unit not in PERIODS:
+            raise ValueError(f"expected a periodic answer in {sorted(PERIODS)}, got unit {self.unit!r}")
+        if (self.kind == "roundoff") != (self.bound is not None):
+            raise ValueError(f"expected a bound exactly for kind 'roundoff', got bound {self.bound!r} "
+                             f"for kind {self.kind!r}")
+        if self.bound is not None and not self.bound > 0.0:
+            raise ValueError(f"expected a positive round-off bound, got {self.bound!r}")
+        if self.quaternion:
+            q = as_array("quaternion answer", self.value, (4,))
+            if abs(float(np.linalg.norm(q)) - 1.0) > 1e-9:
+                raise ValueError(f"expected a unit quaternion, got norm {np.linalg.norm(q)!r}")
+        mistakes = tuple((str(code), wrong) for code, wrong in self.mistakes)
+        object.__setattr__(self, "mistakes", mistakes)
+
+
+def algebraic(value, unit: str, **meta) -> Answer:
+    """An answer of kind ``algebraic`` (see :class:`Answer`)."""
+    return Answer(value, unit, "algebraic", **meta)
+
+
+def integrated(value, unit: str, **meta) -> Answer:
+    """An answer of kind ``integrated`` (see :class:`Answer`)."""
+    return Answer(value, unit, "integrated", **meta)
+
+
+def roundoff(value, unit: str, bound: float) -> Answer:
+    """A residual that vanishes in exact arithmetic: kind ``roundoff`` with its bound."""
+    return Answer(value, unit, "roundoff", bound=bound)
 
 
 def _merge(base: dict, override: dict, where: str = "") -> dict:
@@ -153,33 +228,55 @@ def metacentric_height(gm_0: float, z_g_0: float, z_g: float) -> float:
 _DOF = ("surge", "sway", "heave", "roll", "pitch", "yaw")
 
 
+def _wrong_parallel_axis(body: RigidBody) -> np.ndarray:
+    """I_G + m S(r_G) S(r_G): the parallel-axis term added with the wrong sign."""
+    s = skew(body.r_g)
+    return body.inertia_g + body.mass * (s @ s)
+
+
+def _inertia_mistakes(body: RigidBody, pick=lambda t: t) -> tuple:
+    """I_G where I_O belongs, and the parallel-axis term with the wrong sign (of ``pick(tensor)``)."""
+    return (("inertia_g_for_o", pick(body.inertia_g)), ("parallel_axis_sign", pick(_wrong_parallel_axis(body))))
+
+
+def _mass_matrix_mistakes(body: RigidBody) -> tuple:
+    """M_RB about G instead of O, and M_RB with a wrong rotational block."""
+    def with_block(inertia):
+        m = body.mass_matrix()
+        m[3:, 3:] = inertia
+        return m
+
+    return (("origin_at_g", body.at_g().mass_matrix()), ("inertia_g_for_o", with_block(body.inertia_g)),
+            ("parallel_axis_sign", with_block(_wrong_parallel_axis(body))))
+
+
 def problem1(data: dict) -> dict[str, Answer]:
     body = vessel(data)
     m_rb = body.mass_matrix()
     io = products_of_inertia(body.inertia_o)
     key = {
-        "p1.a.I_G": Answer(body.inertia_g, "kg m^2"),
-        "p1.a.I_O": Answer(body.inertia_o, "kg m^2"),
-        "p1.a.I_x_O": Answer(body.inertia_o[0, 0], "kg m^2"),
-        "p1.a.I_y_O": Answer(body.inertia_o[1, 1], "kg m^2"),
-        "p1.a.I_z_O": Answer(body.inertia_o[2, 2], "kg m^2"),
-        "p1.a.I_xz_O": Answer(io["xz"], "kg m^2"),
-        "p1.b.M_RB": Answer(m_rb, "kg, kg m, kg m^2"),
-        "p1.b.max_asymmetry": Answer(float(np.max(np.abs(m_rb - m_rb.T))), "kg m^2"),
+        "p1.a.I_G": algebraic(body.inertia_g, "kg m^2"),
+        "p1.a.I_O": algebraic(body.inertia_o, "kg m^2", mistakes=_inertia_mistakes(body)),
+        "p1.a.I_x_O": algebraic(body.inertia_o[0, 0], "kg m^2", mistakes=_inertia_mistakes(body, lambda t: t[0, 0])),
+        "p1.a.I_y_O": algebraic(body.inertia_o[1, 1], "kg m^2", mistakes=_inertia_mistakes(body, lambda t: t[1, 1])),
+        "p1.a.I_z_O": algebraic(body.inertia_o[2, 2], "kg m^2", mistakes=_inertia_mistakes(body, lambda t: t[2, 2])),
+        "p1.a.I_xz_O": algebraic(io["xz"], "kg m^2", mistakes=_inertia_mistakes(body, lambda t: -t[0, 2])),
+        "p1.b.M_RB": algebraic(m_rb, "kg, kg m, kg m^2", mistakes=_mass_matrix_mistakes(body)),
+        "p1.b.max_asymmetry": roundoff(float(np.max(np.abs(m_rb - m_rb.T))), "kg m^2", 1.0e-6),
     }
     eig = np.linalg.eigvalsh(m_rb)
-    key["p1.c.eig_min"] = Answer(eig[0], "kg or kg m^2")
-    key["p1.c.eig_max"] = Answer(eig[-1], "kg or kg m^2")
+    key["p1.c.eig_min"] = algebraic(eig[0], "kg or kg m^2")
+    key["p1.c.eig_max"] = algebraic(eig[-1], "kg or kg m^2")
     ratios = {}
     for i in range(3):
         for j in range(3, 6):
             if m_rb[i, j] != 0.0:
                 name = f"{_DOF[i]}_{_DOF[j]}"
-                key[f"p1.d.coupling_{name}"] = Answer(abs(m_rb[i, j]), "kg m")
+                key[f"p1.d.coupling_{name}"] = algebraic(abs(m_rb[i, j]), "kg m")
                 ratios[name] = abs(m_rb[i, j]) / math.sqrt(m_rb[i, i] * m_rb[j, j])
     strongest = max(ratios, key=ratios.get)
-    key["p1.d.strongest_pair"] = Answer(strongest.replace("_", "-"), "")
-    key["p1.d.max_coupling_ratio"] = Answer(ratios[strongest], "1")
+    key["p1.d.strongest_pair"] = Answer(strongest.replace("_", "-"), "", "text")
+    key["p1.d.max_coupling_ratio"] = algebraic(ratios[strongest], "1")
     return key
 
 
@@ -196,21 +293,21 @@ def problem2(data: dict) -> dict[str, Answer]:
     a_turn = point_acceleration(r_p, turn, np.zeros(6))
     g = data["constants"]["g"]
     return {
-        "p2.b.a_O": Answer(a_o, "m/s^2"),
-        "p2.b.a_rot": Answer(rot, "m/s^2"),
-        "p2.b.a_P": Answer(a_p, "m/s^2"),
-        "p2.b.a_rot_norm": Answer(np.linalg.norm(rot), "m/s^2"),
-        "p2.b.a_O_norm": Answer(np.linalg.norm(a_o), "m/s^2"),
-        "p2.b.rot_fraction": Answer(np.linalg.norm(rot) / np.linalg.norm(a_p), "1"),
-        "p2.b.rot_to_origin_ratio": Answer(np.linalg.norm(rot) / np.linalg.norm(a_o), "1"),
-        "p2.c.a_P_z": Answer(a_p[2], "m/s^2"),
-        "p2.c.error": Answer(a_p[2] - nu_dot[2], "m/s^2"),
-        "p2.c.error_fraction": Answer((a_p[2] - nu_dot[2]) / nu_dot[2], "1"),
-        "p2.c.euler_term_z": Answer(euler_term[2], "m/s^2"),
-        "p2.c.centripetal_term_z": Answer(centripetal[2], "m/s^2"),
-        "p2.d.a_P": Answer(a_turn, "m/s^2"),
-        "p2.d.lateral": Answer(a_turn[1], "m/s^2"),
-        "p2.d.lateral_g": Answer(a_turn[1] / g, "g"),
+        "p2.b.a_O": algebraic(a_o, "m/s^2"),
+        "p2.b.a_rot": algebraic(rot, "m/s^2"),
+        "p2.b.a_P": algebraic(a_p, "m/s^2"),
+        "p2.b.a_rot_norm": algebraic(np.linalg.norm(rot), "m/s^2"),
+        "p2.b.a_O_norm": algebraic(np.linalg.norm(a_o), "m/s^2"),
+        "p2.b.rot_fraction": algebraic(np.linalg.norm(rot) / np.linalg.norm(a_p), "1"),
+        "p2.b.rot_to_origin_ratio": algebraic(np.linalg.norm(rot) / np.linalg.norm(a_o), "1"),
+        "p2.c.a_P_z": algebraic(a_p[2], "m/s^2"),
+        "p2.c.error": algebraic(a_p[2] - nu_dot[2], "m/s^2"),
+        "p2.c.error_fraction": algebraic((a_p[2] - nu_dot[2]) / nu_dot[2], "1"),
+        "p2.c.euler_term_z": algebraic(euler_term[2], "m/s^2"),
+        "p2.c.centripetal_term_z": algebraic(centripetal[2], "m/s^2"),
+        "p2.d.a_P": algebraic(a_turn, "m/s^2"),
+        "p2.d.lateral": algebraic(a_turn[1], "m/s^2"),
+        "p2.d.lateral_g": algebraic(a_turn[1] / g, "g"),
     }
 
 
@@ -220,11 +317,11 @@ def problem3(data: dict) -> dict[str, Answer]:
     raised = RigidBody(body.mass, [body.r_g[0], body.r_g[1], t["z_g_raised"]], body.inertia_g)
     k_raised, phi_raised = steady_heel(raised, t["nu"], t["gm"], g)
     return {
-        "p3.b.K": Answer(k, "N m"),
-        "p3.c.phi_rad": Answer(phi, "rad"),
-        "p3.c.phi_deg": Answer(math.degrees(phi), "deg"),
-        "p3.d.K": Answer(k_raised, "N m"),
-        "p3.d.phi_deg": Answer(math.degrees(phi_raised), "deg"),
+        "p3.b.K": algebraic(k, "N m"),
+        "p3.c.phi_rad": algebraic(phi, "rad"),
+        "p3.c.phi_deg": algebraic(math.degrees(phi), "deg", periodic=True),
+        "p3.d.K": algebraic(k_raised, "N m"),
+        "p3.d.phi_deg": algebraic(math.degrees(phi_raised), "deg", periodic=True),
     }
 
 
@@ -239,12 +336,12 @@ def problem4(data: dict) -> dict[str, Answer]:
     flipped = c.copy()
     flipped[3:, :3] *= -1.0
     return {
-        "p4.b.nuCnu": Answer(float(nu @ c @ nu), "W"),
-        "p4.d.power": Answer(power, "W"),
-        "p4.d.power_from_M": Answer(power_m, "W"),
-        "p4.d.rel_diff": Answer(abs(power - power_m) / abs(power), "1"),
-        "p4.e.max_C_plus_CT": Answer(float(np.max(np.abs(flipped + flipped.T))), "kg m/s and kg m^2/s"),
-        "p4.e.spurious_power": Answer(float(nu @ flipped @ nu), "W"),
+        "p4.b.nuCnu": roundoff(float(nu @ c @ nu), "W", 1.0e-6),
+        "p4.d.power": algebraic(power, "W"),
+        "p4.d.power_from_M": algebraic(power_m, "W"),
+        "p4.d.rel_diff": roundoff(abs(power - power_m) / abs(power), "1", 1.0e-12),
+        "p4.e.max_C_plus_CT": algebraic(float(np.max(np.abs(flipped + flipped.T))), "kg m/s and kg m^2/s"),
+        "p4.e.spurious_power": algebraic(float(nu @ flipped @ nu), "W"),
     }
 
 
@@ -253,10 +350,10 @@ def problem5(data: dict) -> dict[str, Answer]:
     nu = as_array("turn.nu", data["turn"]["nu"], (6,))
     tau = body.forces(nu, np.zeros(6))
     c_nu = body.coriolis_matrix(nu) @ nu
-    key = {"p5.a.nu_dot": Answer(np.zeros(6), "m/s^2, rad/s^2")}
+    key = {"p5.a.nu_dot": algebraic(np.zeros(6), "m/s^2, rad/s^2")}
     for k, (name, unit) in enumerate(zip("XYZKMN", ["N"] * 3 + ["N m"] * 3, strict=True)):
-        key[f"p5.c.{name}"] = Answer(tau[k], unit)
-    key["p5.c.C_check"] = Answer(float(np.max(np.abs(c_nu - tau))), "N, N m")
+        key[f"p5.c.{name}"] = algebraic(tau[k], unit)
+    key["p5.c.C_check"] = roundoff(float(np.max(np.abs(c_nu - tau))), "N, N m", 1.0e-6)
     return key
 
 
@@ -268,14 +365,14 @@ def problem6(data: dict) -> dict[str, Answer]:
     pure[0] = nu_dot[0]
     needed = m_rb @ pure
     return {
-        "p6.b.nu_dot": Answer(nu_dot, "m/s^2, rad/s^2"),
-        "p6.b.w_dot": Answer(nu_dot[2], "m/s^2"),
-        "p6.b.q_dot": Answer(nu_dot[4], "rad/s^2"),
-        "p6.b.q_dot_deg": Answer(math.degrees(nu_dot[4]), "deg/s^2"),
-        "p6.c.m_z_G": Answer(m_rb[0, 4], "kg m"),
-        "p6.c.minus_m_x_G": Answer(m_rb[2, 4], "kg m"),
-        "p6.d.X": Answer(needed[0], "N"),
-        "p6.d.M": Answer(needed[4], "N m"),
+        "p6.b.nu_dot": algebraic(nu_dot, "m/s^2, rad/s^2"),
+        "p6.b.w_dot": algebraic(nu_dot[2], "m/s^2"),
+        "p6.b.q_dot": algebraic(nu_dot[4], "rad/s^2"),
+        "p6.b.q_dot_deg": algebraic(math.degrees(nu_dot[4]), "deg/s^2"),  # a rate: not periodic
+        "p6.c.m_z_G": algebraic(m_rb[0, 4], "kg m"),
+        "p6.c.minus_m_x_G": algebraic(m_rb[2, 4], "kg m"),
+        "p6.d.X": algebraic(needed[0], "N"),
+        "p6.d.M": algebraic(needed[4], "N m"),
     }
 
 
@@ -291,20 +388,20 @@ def problem7(data: dict) -> dict[str, Answer]:
     nu_dot_g = at_g.accelerations(np.zeros(6), tau_g)
     a_g_from_o = nu_dot[:3] + np.cross(nu_dot[3:], body.r_g)
     return {
-        "p7.a.M_O": Answer(tau_o[3:], "N m"),
-        "p7.a.M_G": Answer(moment_g, "N m"),
-        "p7.a.r_G_x_F": Answer(np.cross(body.r_g, force), "N m"),
-        "p7.a.max_discrepancy": Answer(float(np.max(np.abs(tau_g[3:] - moment_g))), "N m"),
-        "p7.b.nu_dot": Answer(nu_dot, "m/s^2, rad/s^2"),
-        "p7.b.a_O": Answer(nu_dot[:3], "m/s^2"),
-        "p7.b.alpha": Answer(nu_dot[3:], "rad/s^2"),
-        "p7.c.nu_dot_G": Answer(nu_dot_g, "m/s^2, rad/s^2"),
-        "p7.c.a_G": Answer(nu_dot_g[:3], "m/s^2"),
-        "p7.c.alpha_G": Answer(nu_dot_g[3:], "rad/s^2"),
-        "p7.d.max_alpha_diff": Answer(float(np.max(np.abs(nu_dot[3:] - nu_dot_g[3:]))), "rad/s^2"),
-        "p7.d.a_G_from_O": Answer(a_g_from_o, "m/s^2"),
-        "p7.d.residual": Answer(float(np.max(np.abs(a_g_from_o - nu_dot_g[:3]))), "m/s^2"),
-        "p7.e.F_over_m": Answer(force / body.mass, "m/s^2"),
+        "p7.a.M_O": algebraic(tau_o[3:], "N m"),
+        "p7.a.M_G": algebraic(moment_g, "N m"),
+        "p7.a.r_G_x_F": algebraic(np.cross(body.r_g, force), "N m"),
+        "p7.a.max_discrepancy": roundoff(float(np.max(np.abs(tau_g[3:] - moment_g))), "N m", 1.0e-6),
+        "p7.b.nu_dot": algebraic(nu_dot, "m/s^2, rad/s^2"),
+        "p7.b.a_O": algebraic(nu_dot[:3], "m/s^2"),
+        "p7.b.alpha": algebraic(nu_dot[3:], "rad/s^2"),
+        "p7.c.nu_dot_G": algebraic(nu_dot_g, "m/s^2, rad/s^2"),
+        "p7.c.a_G": algebraic(nu_dot_g[:3], "m/s^2"),
+        "p7.c.alpha_G": algebraic(nu_dot_g[3:], "rad/s^2"),
+        "p7.d.max_alpha_diff": roundoff(float(np.max(np.abs(nu_dot[3:] - nu_dot_g[3:]))), "rad/s^2", 1.0e-15),
+        "p7.d.a_G_from_O": algebraic(a_g_from_o, "m/s^2"),
+        "p7.d.residual": roundoff(float(np.max(np.abs(a_g_from_o - nu_dot_g[:3]))), "m/s^2", 1.0e-12),
+        "p7.e.F_over_m": algebraic(force / body.mass, "m/s^2"),
     }
 
 
@@ -315,20 +412,20 @@ def problem8(data: dict) -> dict[str, Answer]:
     spin = integrate_spin(inertia, mod["omega0"], mod["t_end"], component=1)
     flips = spin.t_events[0]
     norms = np.linalg.norm(spin.sol(np.linspace(0.0, mod["t_end"], 6001)), axis=0)
-    key = {f"p8.a.I_{axis}": Answer(i, "kg m^2") for axis, i in zip("xyz", inertia, strict=True)}
+    key = {f"p8.a.I_{axis}": algebraic(i, "kg m^2") for axis, i in zip("xyz", inertia, strict=True)}
     growth = [s for s in stability.values() if s.kind == "growth"]
     if growth:
-        key["p8.c.growth_rate"] = Answer(growth[0].rate, "1/s")
-        key["p8.c.e_folding_time"] = Answer(growth[0].e_folding_time, "s")
+        key["p8.c.growth_rate"] = algebraic(growth[0].rate, "1/s")
+        key["p8.c.e_folding_time"] = algebraic(growth[0].e_folding_time, "s")
     for axis in ("x", "z"):
         if stability[axis].kind == "oscillation":
-            key[f"p8.c.omega_{axis}"] = Answer(stability[axis].rate, "rad/s")
-            key[f"p8.c.period_{axis}"] = Answer(stability[axis].period, "s")
-    key["p8.d.flip_times"] = Answer(flips, "s")
+            key[f"p8.c.omega_{axis}"] = algebraic(stability[axis].rate, "rad/s")
+            key[f"p8.c.period_{axis}"] = algebraic(stability[axis].period, "s")
+    key["p8.d.flip_times"] = integrated(flips, "s")
     if len(flips) > 1:
-        key["p8.d.flip_interval"] = Answer(float(np.mean(np.diff(flips))), "s")
-    key["p8.d.omega_norm_min"] = Answer(float(norms.min()), "rad/s")
-    key["p8.d.omega_norm_max"] = Answer(float(norms.max()), "rad/s")
+        key["p8.d.flip_interval"] = integrated(float(np.mean(np.diff(flips))), "s")
+    key["p8.d.omega_norm_min"] = integrated(float(norms.min()), "rad/s")
+    key["p8.d.omega_norm_max"] = integrated(float(norms.max()), "rad/s")
     return key
 
 
@@ -338,18 +435,18 @@ def problem9(data: dict) -> dict[str, Answer]:
     k, phi = steady_heel(loaded, t["nu"], data["load"]["gm"], g)
     _, phi_unloaded = steady_heel(body, t["nu"], t["gm"], g)
     return {
-        "p9.a.mass": Answer(loaded.mass, "kg"),
-        "p9.a.mass_increase": Answer(data["load"]["mass"] / body.mass, "1"),
-        "p9.a.load_fraction": Answer(data["load"]["mass"] / body.mass, "1"),
-        "p9.a.r_G": Answer(loaded.r_g, "m"),
-        "p9.a.shift": Answer(loaded.r_g - body.r_g, "m"),
-        "p9.b.I_G": Answer(loaded.inertia_g, "kg m^2"),
-        "p9.b.I_O": Answer(loaded.inertia_o, "kg m^2"),
-        "p9.c.M_RB": Answer(loaded.mass_matrix(), "kg, kg m, kg m^2"),
-        "p9.d.K": Answer(k, "N m"),
-        "p9.d.phi_deg": Answer(math.degrees(phi), "deg"),
-        "p9.d.phi_unloaded_deg": Answer(math.degrees(phi_unloaded), "deg"),
-        "p9.d.heel_ratio": Answer(phi / phi_unloaded, "1"),
+        "p9.a.mass": algebraic(loaded.mass, "kg"),
+        "p9.a.mass_increase": algebraic(data["load"]["mass"] / body.mass, "1"),
+        "p9.a.load_fraction": algebraic(data["load"]["mass"] / body.mass, "1"),
+        "p9.a.r_G": algebraic(loaded.r_g, "m"),
+        "p9.a.shift": algebraic(loaded.r_g - body.r_g, "m"),
+        "p9.b.I_G": algebraic(loaded.inertia_g, "kg m^2"),
+        "p9.b.I_O": algebraic(loaded.inertia_o, "kg m^2", mistakes=_inertia_mistakes(loaded)),
+        "p9.c.M_RB": algebraic(loaded.mass_matrix(), "kg, kg m, kg m^2", mistakes=_mass_matrix_mistakes(loaded)),
+        "p9.d.K": algebraic(k, "N m"),
+        "p9.d.phi_deg": algebraic(math.degrees(phi), "deg", periodic=True),
+        "p9.d.phi_unloaded_deg": algebraic(math.degrees(phi_unloaded), "deg", periodic=True),
+        "p9.d.heel_ratio": algebraic(phi / phi_unloaded, "1"),
     }
 
 
@@ -361,16 +458,16 @@ def problem10(data: dict) -> dict[str, Answer]:
     track = np.sum(np.linalg.norm(np.diff(result.position[:, :2], axis=0), axis=1))
     delta_t = result.kinetic_energy[-1] - result.kinetic_energy[0]
     return {
-        "p10.b.nu1": Answer(x[0:3], "m/s"),
-        "p10.b.nu2": Answer(x[3:6], "rad/s"),
-        "p10.b.eta1": Answer(x[6:9], "m"),
-        "p10.b.eta2_deg": Answer(np.degrees(x[9:12]), "deg"),
-        "p10.b.displacement": Answer(float(np.hypot(x[6], x[7])), "m"),
-        "p10.b.track_length": Answer(float(track), "m"),
-        "p10.b.heading_change_deg": Answer(math.degrees(x[11]), "deg"),
-        "p10.c.delta_T": Answer(delta_t, "J"),
-        "p10.c.work": Answer(result.work[-1], "J"),
-        "p10.c.rel_diff": Answer(abs(delta_t - result.work[-1]) / abs(result.work[-1]), "1"),
+        "p10.b.nu1": integrated(x[0:3], "m/s"),
+        "p10.b.nu2": integrated(x[3:6], "rad/s"),
+        "p10.b.eta1": integrated(x[6:9], "m"),
+        "p10.b.eta2_deg": integrated(np.degrees(x[9:12]), "deg", periodic=True),
+        "p10.b.displacement": integrated(float(np.hypot(x[6], x[7])), "m"),
+        "p10.b.track_length": integrated(float(track), "m"),
+        "p10.b.heading_change_deg": integrated(math.degrees(x[11]), "deg", periodic=True),
+        "p10.c.delta_T": integrated(delta_t, "J"),
+        "p10.c.work": integrated(result.work[-1], "J"),
+        "p10.c.rel_diff": roundoff(abs(delta_t - result.work[-1]) / abs(result.work[-1]), "1", 1.0e-10),
     }
 
 
