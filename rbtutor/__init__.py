@@ -2,8 +2,9 @@
 
 Conventions are stated in :mod:`rbtutor.kinematics` (frames, state vector, Euler
 angles) and :mod:`rbtutor.euler_parameters` (scalar-first unit quaternions).
-``rbtutor.symbolic`` (sympy) and ``rbtutor.problems`` load on first use, so that
-``import rbtutor`` stays light.
+``rbtutor.symbolic`` (sympy), ``rbtutor.problems`` and ``rbtutor.figures`` (the
+book's schematics; matplotlib only when a figure is drawn) load on first use, so
+that ``import rbtutor`` stays light.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "euler_equations",
     "euler_parameters",
     "euler_rate_matrix",
+    "figures",
     "inertia_from_gyration",
     "inertia_tensor",
     "integrate_spin",
@@ -60,7 +62,7 @@ __all__ = [
     "symbolic",
 ]
 
-_LAZY = {"symbolic", "problems"}
+_LAZY = {"symbolic", "problems", "figures"}
 
 
 def __getattr__(name: str):

@@ -31,6 +31,9 @@ from .inertia import box_inertia
 from .kinematics import rotation_matrix
 from .rigid_body import RigidBody
 
+__all__ = ["COURSE_HULL", "Hull", "frames_figure", "heel_couple_figure", "project", "rotation_arc",
+           "six_motions_figure", "towline_figure", "tumbling_box_figure"]
+
 
 class Hull(NamedTuple):
     """Main dimensions of the hull outline drawn in the schematics, in m.
@@ -531,8 +534,8 @@ def heel_couple_figure(body, nu, gm, g=9.81, hull=COURSE_HULL, min_heel_deg=20.0
 
     Seen from astern (port on the left). The turn needs a sideways force towards
     its centre; in the rigid-body model it is the sway entry Y of ``C_RB(nu) nu``,
-    taken at O in the waterline, while the inertia of the ship reacts at G with
-    the opposite force. The two are ``|z_G|`` apart, and their couple is balanced
+    applied at O on the waterline, and the mass, concentrated at G, answers with
+    an equal force the other way. The two are ``|z_G|`` apart, and their couple is balanced
     by weight at G and buoyancy through the metacentre M, a distance GM above G,
     at the heel ``phi`` of :func:`rbtutor.problems.steady_heel`.
 
