@@ -1,6 +1,6 @@
 """Command line: ``python -m rbtutor key [--data FILE.yaml] [--format json|yaml|table]``.
 
-Prints every numeric answer of Problems 1-10 computed from the problem data: the
+Prints every answer of Problems 1-11 computed from the problem data: the
 reference data by default, or the reference data with ``FILE.yaml`` merged over
 it (a variant for another ship). Ids are ``p<problem>.<part>.<name>``.
 """
@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     key_cmd.add_argument("--data", help="YAML file with problem data to merge over the reference data")
     key_cmd.add_argument("--format", choices=("json", "yaml", "table"), default="table")
     key_cmd.add_argument("--problem", type=int, action="append",
-                         help="only this problem (1-10); repeat for several")
+                         help="only this problem (1-11); repeat for several")
     args = parser.parse_args(argv)
 
     from .problems import answer_key, load_data

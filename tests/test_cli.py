@@ -39,7 +39,7 @@ def test_variant_for_another_ship(tmp_path):
 
 @pytest.mark.parametrize(("args", "message"), [
     (("key", "--data", "/no/such/file.yaml"), "No such file"),
-    (("key", "--problem", "12"), "expected problem numbers from 1 to 10"),
+    (("key", "--problem", "12"), "expected problem numbers from 1 to 11"),
 ])
 def test_errors_are_reported(args, message):
     out = run(*args)
