@@ -215,8 +215,21 @@ def _cleaner(kind: str) -> nh3.Cleaner:
 _CLEANERS = {kind: _cleaner(kind) for kind in ("page", "notebook", "svg")}
 
 
+# nh3's serialiser writes attributes as name="value" with " escaped, so this matches one whole <img>.
+_IMG = re.compile(r'<img((?:\s[a-zA-Z:-]+="[^"]*")*)\s*/?>')
+
+
+def _img_for_page(match: re.Match) -> str:
+    attrs = match.group(1)
+    if ' src="' not in attrs:
+        return ""  # nothing to show; an empty <img> would only be a screen-reader puzzle
+    return match.group(0) if ' alt="' in attrs else f'<img{attrs} alt="">'
+
+
 def _clean(fragment: str, kind: str) -> str:
     cleaned = _CLEANERS[kind].clean(fragment)
+    if kind == "page":
+        cleaned = _IMG.sub(_img_for_page, cleaned)
     if kind == "svg":  # an SVG image is an XML document: one namespace for links, XML entities only
         cleaned = re.sub(r"(<use\b[^>]*?\s)xlink:href=", r"\1href=", cleaned).replace("&nbsp;", "&#160;")
     return cleaned
@@ -643,6 +656,7 @@ _JUDGE_ERROR = "AnswerNotAccepted"
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
 # What a display_data / execute_result shows, richest safe type first.
 _DISPLAY_ORDER = ("text/html", "text/markdown", "image/svg+xml", "text/latex", *_IMAGE_TYPES, "text/plain")
+_WEB_ADDRESS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://")
 _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
         "form-action 'none'; frame-ancestors 'none'")
 
@@ -941,8 +955,11 @@ def render_feedback(nb, scores: dict, *, title: str) -> str:
               f"{_scores_table(rows)}\n</header>\n")
     footer = ("<footer><p>Written by the course's grader. Values are judged after submission; "
               "hidden tests are not shown.</p></footer>\n")
-    return (head + "<body>\n" + header + '<main id="content">\n' + "\n".join(cells_html)
-            + "\n</main>\n" + footer + "</body>\n</html>\n")
+    body = header + '<main id="content">\n' + "\n".join(cells_html) + "\n</main>\n" + footer
+    # A web address a student printed or wrote stays readable text, never a link (hrefs outside the
+    # page are removed above); its "//" is written as an entity so the page holds no URL to follow.
+    body = _WEB_ADDRESS.sub(lambda m: m.group(1) + ":/&#47;", body)
+    return head + "<body>\n" + body + "</body>\n</html>\n"
 
 
 def write_feedback(path: Path, html: str) -> None:  # noqa: A002 - the name the callers use
