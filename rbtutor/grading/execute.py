@@ -126,6 +126,8 @@ class BoundedExecute(Events, Execute):
     max_notebook_output_bytes = Integer(20_000_000, help="outputs kept for the whole notebook while "
                                         "it runs").tag(config=True)
     max_answer_bytes = Integer(1_000_000, help="a hand-in payload above this is dropped").tag(config=True)
+    max_message_bytes = Integer(64 * 2**20, help="a kernel message above this many bytes is dropped by "
+                                "zmq before it reaches the grader").tag(config=True)
     report_dir = Unicode("", help="folder of the integrity events (default: "
                          "<CourseDirectory.root>/integrity)").tag(config=True)
     # A graded kernel is thrown away: killing it at once saves the ~0.2 s a polite
@@ -177,6 +179,18 @@ class BoundedExecute(Events, Execute):
         km.transport = "ipc"
         km.ip = str(self._ipc / "kernel")
         km.connection_file = str(self._ipc / "connection.json")
+        # zmq drops a message above this size instead of handing it to us (the grader's memory is
+        # bounded whatever the kernel sends); the cell then times out and the event says why
+        import zmq
+
+        make_client, limit = km.client, self.max_message_bytes
+
+        def client(**kwargs):
+            kc = make_client(**kwargs)
+            kc.context.setsockopt(zmq.MAXMSGSIZE, limit)  # before its channels make their sockets
+            return kc
+
+        km.client = client
         return km
 
     async def async_start_new_kernel(self, **kwargs):
@@ -243,23 +257,20 @@ class BoundedExecute(Events, Execute):
         except MALFORMED as exc:
             reason = f"it sent a message the grader could not read ({type(exc).__name__})"
             self._stopped = f"not run: {reason}"
-            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended because the kernel {reason}")]
+            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: the kernel {reason}")]
             self._events_seen.append(event("message_malformed", f"the kernel sent a malformed message in cell "
                                            f"{index}; the notebook was stopped there", cell=index,
                                            grade_id=grade_id, error=cut(str(exc), 300)))
-        except CellTimeoutError as exc:
-            # the kernel ignored the interrupt: record it and go on; the notebook's time
-            # limit bounds what the following cells can cost
-            cell.outputs = list(cell.get("outputs", [])) + [_not_run(
-                f"the cell did not finish and ignored the interrupt ({str(exc).splitlines()[0]})")]
-            self._events_seen.append(event("cell_timeout", f"cell {index} timed out and did not stop "
-                                            "when interrupted", cell=index, grade_id=grade_id))
-            left = self._time_left()
-            if left is not None and left <= 0:
-                self._stopped = self._limit_message()
-                self._events_seen.append(event("time_limit", f"the notebook's time limit of "
-                                                f"{self.notebook_timeout:g} s was reached in cell {index}",
-                                                cell=index, grade_id=grade_id))
+        except CellTimeoutError:
+            # No reply even after the interrupt: the kernel ignores interrupts, or it sent a message
+            # above max_message_bytes, which zmq dropped (the channel is then broken). Either way
+            # it no longer answers: the notebook ends here, as with a dead kernel.
+            reason = (f"it stopped answering (it ignored the interrupt, or sent a message above "
+                      f"{self.max_message_bytes} bytes, which was dropped)")
+            self._stopped = f"not run: {reason}"
+            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: the kernel {reason}")]
+            self._events_seen.append(event("kernel_unresponsive", f"cell {index}: the kernel stopped answering; the "
+                                           "notebook was stopped there", cell=index, grade_id=grade_id))
         else:
             timed_out = any(o.get("output_type") == "error" and o.get("ename") == "CellTimeoutError"
                             for o in cell.get("outputs", []))

@@ -56,25 +56,31 @@ class Events:
         if path is None:
             return
         info = resources["nbgrader"]
-        record = {"student": info["student"], "assignment": info["assignment"],
-                  "notebook": info["notebook"], "stages": {}}
-        if path.exists() and not fresh:
-            try:
-                old = json.loads(path.read_text())
-                if isinstance(old, dict) and isinstance(old.get("stages"), dict):
-                    record["stages"] = old["stages"]
-            except (OSError, ValueError):
-                pass
-        record["stages"][self.stage] = events
-        record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(handle, "w") as out:
-                json.dump(record, out, indent=1, default=str)
-            os.replace(tmp, path)
+            record_events(path, info["student"], info["assignment"], info["notebook"], self.stage, events,
+                          fresh=fresh)
         except OSError as exc:  # the report is secondary: never fail grading because of it
             self.log.warning("could not write the integrity events to %s: %s", path, exc)
+
+
+def record_events(path: Path, student: str, assignment: str, notebook: str, stage: str, events: list[dict],
+                  *, fresh: bool = False) -> None:
+    """Put ``events`` into the ``stage`` section of the events file ``path`` (atomically)."""
+    record = {"student": student, "assignment": assignment, "notebook": notebook, "stages": {}}
+    if path.exists() and not fresh:
+        try:
+            old = json.loads(path.read_text())
+            if isinstance(old, dict) and isinstance(old.get("stages"), dict):
+                record["stages"] = old["stages"]
+        except (OSError, ValueError):
+            pass
+    record["stages"][stage] = events
+    record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        json.dump(record, out, indent=1, default=str)
+    os.replace(tmp, path)
 
 
 def event(kind: str, message: str, *, cell=None, grade_id=None, **evidence) -> dict:
