@@ -84,6 +84,23 @@ DATA_CELLS: dict[int, list[tuple[str, str, str, str]]] = {
         ("tau", "simulation.tau", "N, N m", "constant body-frame load"),
         ("t_end", "simulation.t_end", "s", "duration of the simulation"),
     ],
+    11: [
+        ("attitude", "euler.attitude", "rad", "[phi, theta, psi] of the vessel, part (a)"),
+        ("theta_given", "euler.theta_given", "1", "logged Euler parameters, scalar first, part (a)"),
+        ("theta_dot", "euler.theta_dot", "1/s", "parameter rates at the attitude of (a), part (b)"),
+        ("omega_c", "euler.omega_body", "rad/s", "constant body angular velocity, part (c)"),
+        ("h", "euler.step", "s", "fixed step of both integrators, part (c)"),
+        ("t_c", "euler.t_end", "s", "length of the integration, part (c)"),
+        ("p_node", "euler.node_position", "m", "node position (GCS), part (d)"),
+        ("theta_node", "euler.node_theta", "1", "node Euler parameters, scalar first, part (d)"),
+        ("v_node", "euler.node_velocity", "m/s", "node velocity (GCS), part (d)"),
+        ("theta_dot_node", "euler.node_theta_dot", "1/s", "node parameter rates, part (d)"),
+        ("r_A", "crane.point", "m", "crane tip A in the body frame (Problem 7), part (d)"),
+        ("m_module", "module.mass", "kg", "mass of the box of Problem 8, part (e)"),
+        ("dims", "module.dimensions", "m", "its outside dimensions along x, y, z"),
+        ("omega0", "module.omega0", "rad/s", "its initial body angular velocity"),
+        ("t_late", "euler.tumble_time", "s", "time of the Euler parameters asked in (e)"),
+    ],
 }
 
 
