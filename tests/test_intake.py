@@ -382,6 +382,7 @@ def test_sparse_100_mb_file_is_refused_without_reading_it(tmp_path, monkeypatch)
     result = take_in(src, tmp_path / "copy")
     assert result.kinds() == ["too_large"]
     assert result.events[0]["path"] == "big.npy" and result.events[0]["bytes"] == 100 * 1024 * 1024
+    assert result.events[0]["cap"] == Limits().max_file_bytes  # refused for itself, not for the total
     assert sum(read) < 1024 * 1024  # only the small honest files were read
     assert "big.npy" not in result.taken
 

@@ -82,6 +82,7 @@ nbgrader reads what intake validated, not the submitted bytes.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import json
 import os
@@ -240,7 +241,8 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     sources : dict of str to dict, optional
         The instructor's source notebooks (nbformat dicts, read by the caller from
         ``exercises/``), keyed by notebook name (``"problem03"``). Every submitted
-        notebook is compared with each of them (see the module docstring).
+        notebook is compared with each of them (see the module docstring); marker
+        lines are refused with or without them.
     limits : Limits
 
     Returns
@@ -326,7 +328,8 @@ class _Walker:
     """One walk over one submission: the bounded listing, the checks and the copies."""
 
     def __init__(self, limits: Limits, sources: dict, result: Intake):
-        self.limits, self.sources, self.result = limits, sources, result
+        self.limits, self.result = limits, result
+        self.solutions = {name: solution_texts(nb) for name, nb in sources.items()}
         self.entries = 0          # entries listed so far, in all folders
         self.files = 0            # files accepted so far (the cap is max_files)
         self.extra_files = 0      # regular files refused because the cap was reached
@@ -554,11 +557,13 @@ class _Walker:
             self.note("notebook_unreadable", f"{_show(path)} is not an nbformat 4 notebook ({problem}); "
                       "it was not taken.", path=path)
             return None
-        for name, src in self.sources.items():
-            found = source_copy(nb, src)
-            if found:
-                self.note("source_copy", _copy_message(path, name, found), path=path, source=name, **found)
-                return None
+        found = _Submitted(nb).copy_of(self.solutions)
+        if found:
+            name, evidence = found
+            stem = path.rsplit("/", 1)[-1][: -len(".ipynb")]
+            name = name if name is not None else (stem if stem in self.solutions else None)
+            self.note("source_copy", _copy_message(path, name, evidence), path=path, source=name, **evidence)
+            return None
         try:
             text = nbformat.writes(nb, version=4)
             return text.encode("utf-8")
@@ -650,7 +655,7 @@ def _cell_text(cell) -> str:
 
 def _squeeze(text: str) -> list[str]:
     """The lines of ``text`` with all whitespace removed, blank lines dropped."""
-    lines = (re.sub(r"\s+", "", line) for line in text.splitlines())
+    lines = ("".join(line.split()) for line in text.splitlines())
     return [line for line in lines if line]
 
 
@@ -684,34 +689,58 @@ def source_copy(nb: dict, source_nb: dict) -> dict | None:
         lines were found, else ``{"cells": [{"grade_id", "cell", "lines", "chars"}, ...]}``
         for the matching solution texts, when they make a copy by the rule.
     """
-    cells = [_cell_text(c) for c in nb.get("cells", [])]
-    markers = [{"cell": i, "marker": m.group(1)} for i, text in enumerate(cells)
-               for m in _MARKER_LINE.finditer(text)]
-    if markers:
-        return {"markers": markers[:20]}
-    haystacks = ["\n" + "\n".join(_squeeze(text)) + "\n" for text in cells]
-    strong, nontrivial = [], []
-    for grade_id, lines in solution_texts(source_nb):
-        needle = "\n" + "\n".join(lines) + "\n"
-        where = next((i for i, hay in enumerate(haystacks) if needle in hay), None)
-        if where is None:
-            continue
-        chars = sum(len(line) for line in lines)
-        match = {"grade_id": grade_id, "cell": where, "lines": len(lines), "chars": chars}
-        if (len(lines) >= STRONG_LINES and chars >= STRONG_CHARS) or chars >= PROSE_CHARS:
-            strong.append(match)
-        elif len(lines) >= NONTRIVIAL_LINES and chars >= NONTRIVIAL_CHARS:
-            nontrivial.append(match)
-    if strong or len(nontrivial) >= 2:
-        return {"cells": strong + nontrivial}
-    return None
+    found = _Submitted(nb).copy_of({"source": solution_texts(source_nb)})
+    return found[1] if found else None
 
 
-def _copy_message(path: str, source: str, found: dict) -> str:
+class _Submitted:
+    """A submitted notebook prepared once for comparison with any number of sources."""
+
+    def __init__(self, nb: dict):
+        cells = [_cell_text(c) for c in nb.get("cells", [])]
+        self.markers = [{"cell": i, "marker": m.group(1)} for i, text in enumerate(cells)
+                        for m in _MARKER_LINE.finditer(text)][:20]
+        # one string, cells separated by a NUL line that no needle holds: one search per solution text
+        parts, self.starts, at = [], [], 0
+        for text in cells:
+            part = "\n" + "\n".join(_squeeze(text)) + "\n\0"
+            self.starts.append(at)
+            parts.append(part)
+            at += len(part)
+        self.haystack = "".join(parts)
+
+    def copy_of(self, solutions: dict[str, list[tuple[str, list[str]]]]) -> tuple[str | None, dict] | None:
+        """``(source name, evidence)`` for the first source this notebook copies, or None.
+
+        ``solutions`` maps a source name to its :func:`solution_texts`. Marker lines
+        make a copy whatever the sources (the name is then None).
+        """
+        if self.markers:
+            return None, {"markers": self.markers}
+        for name, texts in solutions.items():
+            strong, nontrivial = [], []
+            for grade_id, lines in texts:
+                needle = "\n" + "\n".join(lines) + "\n"
+                found_at = self.haystack.find(needle) if "\0" not in needle else -1
+                if found_at < 0:
+                    continue
+                where = bisect.bisect_right(self.starts, found_at) - 1
+                chars = sum(len(line) for line in lines)
+                match = {"grade_id": grade_id, "cell": where, "lines": len(lines), "chars": chars}
+                if (len(lines) >= STRONG_LINES and chars >= STRONG_CHARS) or chars >= PROSE_CHARS:
+                    strong.append(match)
+                elif len(lines) >= NONTRIVIAL_LINES and chars >= NONTRIVIAL_CHARS:
+                    nontrivial.append(match)
+            if strong or len(nontrivial) >= 2:
+                return name, {"cells": strong + nontrivial}
+        return None
+
+
+def _copy_message(path: str, source: str | None, found: dict) -> str:
     if "markers" in found:
         first = found["markers"][0]
         return (f"{_show(path)} contains the instructor's marker line '### {first['marker']}' (cell "
-                f"{first['cell']}); it is a copy of the source of {_show(source)} and was not taken.")
+                f"{first['cell']}), which only a source notebook has; it was not taken.")
     ids = ", ".join(m["grade_id"] for m in found["cells"])
     return (f"{_show(path)} contains the instructor's solution to {_show(source)} verbatim ({ids}); "
             "it was not taken.")
