@@ -250,6 +250,12 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     Intake
         The files written and one event per refusal or cut.
 
+    Raises
+    ------
+    ValueError
+        ``dest`` exists and is not an empty folder, or ``source`` is not a folder
+        (a link there is an event ``link_refused``, not an error).
+
     Examples
     --------
     >>> import shutil, tempfile
@@ -262,12 +268,6 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     >>> result.taken, result.kinds()
     (['data.csv'], ['link_refused'])
     >>> shutil.rmtree(tmp)
-
-    Raises
-    ------
-    ValueError
-        ``dest`` exists and is not an empty folder, or ``source`` is not a folder
-        (a link there is an event ``link_refused``, not an error).
     """
     result = Intake()
     try:
@@ -785,6 +785,12 @@ def collect(inbound: Path, submitted: Path, assignment: str, *, sources: dict[st
     old folder only once everything was taken in. ``timestamp.txt`` is kept when it
     is a small, parseable date, otherwise (event ``bad_timestamp``) rewritten from
     the entry's name.
+
+    Not covered (as in nbgrader): whoever can write to the inbound folder can name
+    an entry after someone else or date it in the future (nbgrader's ``check_owner``
+    warning and ``before_duedate`` option have no counterpart here), and
+    ``timestamp.txt``, which nbgrader uses for late penalties, is written by the
+    student's side.
 
     Parameters
     ----------
