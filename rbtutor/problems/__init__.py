@@ -14,8 +14,8 @@ the judge (:mod:`rbtutor.grading.judge`) never infers them from an id's spelling
 Examples
 --------
 >>> key = answer_key()
->>> round(key["p3.b.K"].value)
-2160000
+>>> key["p3.b.K"].unit
+'N m'
 """
 
 from __future__ import annotations
