@@ -304,6 +304,8 @@ def test_formgrader_page_of_a_sanitised_notebook_runs_only_its_own_scripts():
     # the Formgrader asks a CDN for MathJax whatever the configuration says; MathML needs none of it
     assert any("cdnjs.cloudflare.com/ajax/libs/mathjax" in (s or "") for s in page_scripts(page))
     assert len(body.find_all("math")) >= 8
+    latex_output = BeautifulSoup(page, "html.parser").select(".output_execute_result")
+    assert [o.find("math") is not None for o in latex_output] == [True]  # SymPy's text/latex as MathML
 
 
 def test_prerender_math_turns_every_markdown_cell_into_mathml():

@@ -219,7 +219,7 @@ _CLEANERS = {kind: _cleaner(kind) for kind in ("page", "notebook", "svg")}
 _IMG = re.compile(r'<img((?:\s[a-zA-Z:-]+="[^"]*")*)\s*/?>')
 
 
-def _img_for_page(match: re.Match) -> str:
+def _img_with_source(match: re.Match) -> str:
     attrs = match.group(1)
     if ' src="' not in attrs:
         return ""  # nothing to show; an empty <img> would only be a screen-reader puzzle
@@ -228,8 +228,8 @@ def _img_for_page(match: re.Match) -> str:
 
 def _clean(fragment: str, kind: str) -> str:
     cleaned = _CLEANERS[kind].clean(fragment)
-    if kind == "page":
-        cleaned = _IMG.sub(_img_for_page, cleaned)
+    if kind != "svg":
+        cleaned = _IMG.sub(_img_with_source, cleaned)
     if kind == "svg":  # an SVG image is an XML document: one namespace for links, XML entities only
         cleaned = re.sub(r"(<use\b[^>]*?\s)xlink:href=", r"\1href=", cleaned).replace("&nbsp;", "&#160;")
     return cleaned
@@ -620,7 +620,9 @@ def prerender_math(nb) -> int:
 
     For the Formgrader, whose page loads MathJax from a CDN only: after this, formulas in
     markdown cells show without MathJax (MathML is rendered by current browsers), and the
-    ``tex2jax_ignore`` class keeps MathJax off them when it does load. Cells already
+    ``tex2jax_ignore`` class keeps MathJax off them when it does load. An output that has
+    ``text/latex`` (SymPy's) and no ``text/html`` gets a ``text/html`` with the MathML,
+    which nbconvert prefers to the TeX. Cells already
     rewritten by :func:`sanitize_notebook` are left as they are. Run it after
     :func:`sanitize_notebook`, on the same notebook, at the same point of grading.
 
@@ -636,6 +638,12 @@ def prerender_math(nb) -> int:
     """
     count = 0
     for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            data = output.get("data") if isinstance(output, dict) else None
+            if isinstance(data, dict) and "text/latex" in data and "text/html" not in data:
+                latex = data["text/latex"]
+                latex = "".join(latex) if isinstance(latex, list) else str(latex)
+                data["text/html"] = _WRAPPER.format(_markdown_html(latex, "notebook")[0])
         source = _source(cell)
         if cell.get("cell_type") != "markdown" or source.startswith(_WRAPPER.split("{}")[0]):
             continue
@@ -657,8 +665,7 @@ _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
 # What a display_data / execute_result shows, richest safe type first.
 _DISPLAY_ORDER = ("text/html", "text/markdown", "image/svg+xml", "text/latex", *_IMAGE_TYPES, "text/plain")
 _WEB_ADDRESS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://")
-_CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
-        "form-action 'none'; frame-ancestors 'none'")
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 _CSS = """
 :root { color-scheme: light; }
@@ -673,6 +680,7 @@ table { border-collapse: collapse; margin: 0.5rem 0 1rem; max-width: 100%; displ
 th, td { border: 1px solid #8c959f; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
 caption { text-align: left; font-weight: 600; padding-bottom: 0.25rem; }
 a { color: #0b4f9c; }
+a:not([href]) { color: inherit; }
 .cell { margin: 1.25rem 0; overflow-wrap: anywhere; }
 .graded { border-left: 4px solid #57606a; padding-left: 0.75rem; }
 .part { font-size: 1.05rem; margin: 0 0 0.5rem; }
@@ -1012,3 +1020,35 @@ def write_feedback(path: Path, html: str) -> None:  # noqa: A002 - the name the 
             view = view[written:]
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------- in the grading process
+
+
+def _preprocessor_base():
+    from nbgrader.preprocessors import NbGraderPreprocessor
+
+    from .report import Events
+
+    return Events, NbGraderPreprocessor
+
+
+_Events, _NbGraderPreprocessor = _preprocessor_base()
+
+
+class SanitizeNotebook(_Events, _NbGraderPreprocessor):
+    """The autograded notebook made safe to render (:func:`sanitize_notebook`, :func:`prerender_math`).
+
+    Placed after ``SaveAutoGrades`` in ``Autograde.autograde_preprocessors``: the scores
+    are recorded from what the student wrote; what is stored in ``autograded/`` (and shown
+    by the Formgrader) has no active content and its math as MathML. Each removal is an
+    event ``html_sanitised`` of the integrity report.
+    """
+
+    stage = "sanitise"
+
+    def preprocess(self, nb, resources):
+        events = sanitize_notebook(nb)
+        prerender_math(nb)
+        self._store(resources, events)
+        return nb, resources
