@@ -274,3 +274,93 @@ def test_feedback_never_contains_the_reference(answer_id):
         message = verdict(answer_id, value).message
         leaked = [s for s in secrets if s in message]
         assert not leaked, (answer_id, message, leaked)
+
+
+# --- Problem 11 (Euler parameters): every id, its valid forms and its known mistakes ----------
+
+P11 = [i for i in KEY if i.startswith("p11.")]
+
+
+def _quaternion_product(a, b):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return np.concatenate([[a[0] * b[0] - a[1:] @ b[1:]], a[0] * b[1:] + b[0] * a[1:] + np.cross(a[1:], b[1:])])
+
+
+def test_problem11_ids_are_all_there():
+    assert set(P11) == {
+        "p11.a.q", "p11.a.angles", "p11.b.G_global", "p11.b.G_body", "p11.b.omega_global", "p11.b.omega_body",
+        "p11.c.constraint_rate", "p11.c.residual_euler", "p11.c.residual_rk4", "p11.d.R", "p11.d.rotation_xyz",
+        "p11.d.omega_global", "p11.d.omega_body", "p11.d.position_P", "p11.d.velocity_P",
+        "p11.e.t_pitch_max", "p11.e.pitch_max_deg", "p11.e.q_late"}
+    assert {i for i in P11 if KEY[i].kind == "integrated"} == {"p11.e.t_pitch_max", "p11.e.pitch_max_deg",
+                                                               "p11.e.q_late"}
+    assert {i for i in P11 if KEY[i].quaternion} == {"p11.a.q", "p11.e.q_late"}
+    assert {i for i in P11 if KEY[i].periodic} == {"p11.a.angles", "p11.d.rotation_xyz", "p11.e.pitch_max_deg"}
+
+
+@pytest.mark.parametrize("answer_id", P11)
+def test_problem11_every_known_mistake_is_named(answer_id):
+    """Each wrong version the answer carries earns its own diagnosis (also with -q for quaternions)."""
+    answer = KEY[answer_id]
+    for code, wrong in answer.mistakes:
+        forms = [wrong, -np.asarray(wrong)] if answer.quaternion else [wrong]
+        for form in forms:
+            result = verdict(answer_id, form)
+            assert not result.passed and result.diagnosis == code, (code, result)
+            assert result.message == MESSAGES[code]
+
+
+@pytest.mark.parametrize("answer_id", [i for i in P11 if KEY[i].kind != "roundoff"])
+def test_problem11_five_percent_off_fails(answer_id):
+    ref = reference(answer_id)
+    for factor in (1.05, 0.95):
+        result = verdict(answer_id, ref * factor)
+        assert not result.passed and result.diagnosis, result
+
+
+def test_problem11_quaternions_either_sign_and_scalar_last():
+    q = reference("p11.a.q")
+    assert verdict("p11.a.q", -q).passed and "same rotation" in verdict("p11.a.q", -q).message
+    assert verdict("p11.a.q", np.roll(q, -1)).diagnosis == "scalar_last"
+    assert verdict("p11.a.q", -np.roll(q, -1)).diagnosis == "scalar_last"
+    assert verdict("p11.a.q", q * [1, -1, -1, -1]).diagnosis == "conjugate"
+    late = reference("p11.e.q_late")
+    assert verdict("p11.e.q_late", -late).passed
+    assert verdict("p11.e.q_late", late + [2e-6, -2e-6, 0.0, 0.0]).passed  # within the printed digits
+    near = verdict("p11.e.q_late", late + [2e-3, 0.0, -2e-3, 0.0])  # what a default-tolerance run gives
+    assert not near.passed and near.diagnosis == "not_accurate_enough"
+
+
+def test_problem11_g_matrices_transposed_sign_and_frame():
+    g0, gb = reference("p11.b.G_global"), reference("p11.b.G_body")
+    swapped = verdict("p11.b.G_global", g0.T)
+    assert not swapped.passed and swapped.diagnosis == "transposed"
+    assert verdict("p11.b.G_global", -g0).diagnosis == "quaternion_sign"
+    assert verdict("p11.b.G_global", gb).diagnosis == "wrong_frame"
+    assert verdict("p11.b.G_body", g0).diagnosis == "wrong_frame"
+    assert verdict("p11.b.omega_body", -reference("p11.b.omega_body")).diagnosis == "quaternion_sign"
+    assert verdict("p11.d.R", reference("p11.d.R").T).diagnosis == "conjugate"
+
+
+def test_problem11_angles_degrees_and_periodic():
+    angles = reference("p11.a.angles")
+    assert verdict("p11.a.angles", angles + [2 * np.pi, 0.0, -2 * np.pi]).passed
+    assert verdict("p11.a.angles", np.degrees(angles)).diagnosis == "degrees"
+    assert verdict("p11.d.rotation_xyz", np.degrees(reference("p11.d.rotation_xyz"))).diagnosis == "degrees"
+    phi, theta, psi = DATA["euler"]["attitude"]
+    assert verdict("p11.a.q", _quaternion_product(
+        _quaternion_product([math.cos(math.radians(psi) / 2), 0, 0, math.sin(math.radians(psi) / 2)],
+                            np.array([math.cos(math.radians(theta) / 2), 0, math.sin(math.radians(theta) / 2), 0])),
+        np.array([math.cos(math.radians(phi) / 2), math.sin(math.radians(phi) / 2), 0, 0]))).diagnosis == "degrees_in"
+    # the z-y-x pitch 360 degrees off is the same angle; the time of it is not periodic
+    assert verdict("p11.e.pitch_max_deg", reference("p11.e.pitch_max_deg") - 360.0).passed
+    assert not verdict("p11.e.t_pitch_max", reference("p11.e.t_pitch_max") + 360.0).passed
+
+
+def test_problem11_roundoff_and_drift():
+    assert verdict("p11.c.constraint_rate", 0.0).passed
+    assert verdict("p11.c.constraint_rate", 3e-16).passed
+    assert not verdict("p11.c.constraint_rate", 1e-6).passed
+    # a normalised integration hands in zero drift: not the forward-Euler residual asked for
+    assert not verdict("p11.c.residual_euler", 0.0).passed
+    assert not verdict("p11.c.residual_rk4", 0.0).passed
