@@ -98,9 +98,66 @@ def _autograde_one(job: tuple[str, str, str]) -> tuple[str, str, str, float, str
         sub = gradebook.find_submission(assignment, student)
         summary = f"{sub.code_score:g}/{sub.max_code_score:g} autograded"
         summary += ", written parts to grade" if sub.needs_manual_grade else ""
-    feedback = grader.generate_feedback(assignment, student, force=True)
-    problem = None if feedback["success"] else "feedback: " + feedback["log"][-800:]
+    try:
+        write_feedback_pages(layout, grader, assignment, student)
+        problem = None
+    except (OSError, ValueError) as exc:
+        problem = f"feedback: {exc}"
     return assignment, student, summary, time.perf_counter() - start, problem
+
+
+def _submission_secret(path: Path) -> str | None:
+    """The token nbgrader's submit wrote, if ``path`` is a small regular file holding one; else None."""
+    import re
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        text = handle.read(257).decode("ascii", "replace").strip()
+    return text if re.fullmatch(r"[A-Za-z0-9+/=_.-]{1,256}", text) else None
+
+
+def write_feedback_pages(layout: CourseLayout, grader, assignment: str, student: str) -> list[Path]:
+    """``feedback/<student>/<assignment>/<notebook>.html`` for each autograded notebook.
+
+    The folder is made afresh and holds only the pages written here (nbgrader's own
+    feedback would copy every other file of the autograded folder, include hidden tests
+    and load MathJax from a CDN). Pages are rendered by :func:`rbtutor.grading.feedback.render_feedback`.
+    """
+    import nbformat
+
+    from ..grading.execute import remove_tree
+    from ..grading.feedback import render_feedback, write_feedback
+
+    scores: dict[str, dict] = {}
+    with grader.gradebook as gradebook:
+        submission = gradebook.find_submission(assignment, student)
+        timestamp = submission.timestamp
+        for notebook in submission.notebooks:
+            comments = {c.name: c.comment for c in notebook.comments}
+            scores[notebook.name] = {g.name: (g.score if not g.needs_manual_grade else None, g.max_score,
+                                              comments.get(g.name)) for g in notebook.grades}
+    folder = layout.feedback(student, assignment)
+    if folder.exists() or folder.is_symlink():
+        remove_tree(folder)
+    folder.mkdir(parents=True)
+    # what nbgrader's release_feedback and fetch_feedback match a student's pages by, written
+    # here by the grader (the secret is checked to be a short token before it is copied)
+    if timestamp is not None:
+        (folder / "timestamp.txt").write_text(timestamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z").strip())
+    secret = _submission_secret(layout.autograded(student, assignment) / "submission_secret.txt")
+    if secret:
+        (folder / "submission_secret.txt").write_text(secret)
+    written = []
+    for name, notebook_scores in sorted(scores.items()):
+        source = layout.autograded(student, assignment) / f"{name}.ipynb"
+        nb = nbformat.read(source, as_version=4)
+        page = render_feedback(nb, notebook_scores, title=f"{assignment}: feedback for {student}")
+        write_feedback(folder / f"{name}.html", page)
+        written.append(folder / f"{name}.html")
+    return written
 
 
 def default_jobs() -> int:

@@ -36,6 +36,7 @@ def configure(c, root: str | os.PathLike) -> None:
 
     from ..grading import sandbox
     from ..grading.execute import BoundedExecute
+    from ..grading.feedback import SanitizeNotebook
     from ..grading.judge import JudgeAnswers
     from ..grading.outputs import CapOutput
     from ..grading.restore import RestoreCells
@@ -71,6 +72,7 @@ def configure(c, root: str | os.PathLike) -> None:
         ClearMetadataPreprocessor,
         LimitOutput,
         SaveAutoGrades,
+        SanitizeNotebook,
         AssignLatePenalties,
         CheckCellMetadata,
     ]

@@ -697,7 +697,7 @@ pre.error { background: #fdf0f0; color: #7a1010; border: 1px solid #cf222e; }
 .verdict.pass { background: #eef8f0; color: #0f4a1e; border: 1px solid #2da44e; }
 .comment { background: #f3f0fb; color: #2b1b59; border: 1px solid #8250df; padding: 0.5rem 0.75rem;
            border-radius: 4px; margin: 0.5rem 0; }
-.comment h5 { margin: 0 0 0.25rem; font-size: 1rem; }
+.comment-title { margin: 0 0 0.25rem; font-weight: 600; }
 .pending { color: #6b4b00; }
 img { max-width: 100%; height: auto; }
 math { font-size: 1.1em; }
@@ -857,7 +857,7 @@ def _comment_html(comment) -> str:
     if not comment or not str(comment).strip():
         return ""
     body, _ = _markdown_html(str(comment), "page", demote=5)
-    return f'<div class="comment"><h5>Grader\'s comment</h5>{body}</div>'
+    return f'<div class="comment"><p class="comment-title">Grader\'s comment</p>{body}</div>'
 
 
 def _scores_table(rows: list[tuple[str, str, str]]) -> str:
@@ -912,6 +912,7 @@ def render_feedback(nb, scores: dict, *, title: str) -> str:
     language = ((nb.get("metadata", {}).get("language_info") or {}).get("name")
                 or (nb.get("metadata", {}).get("kernelspec") or {}).get("language") or "python")
     cells_html, rows, seen = [], [], set()
+    level = 1  # of the last heading on the page: a graded part's heading goes one below it
     for index, cell in enumerate(nb.get("cells", [])):
         meta = _nbgrader(cell)
         grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
@@ -924,11 +925,15 @@ def render_feedback(nb, scores: dict, *, title: str) -> str:
             rows.append((grade_id, anchor, points))
             seen.add(grade_id)
             pending = " pending" if entry[0] is None else ""
-            parts.append(f'<h4 class="part" id="{anchor}-h">{html.escape(grade_id)} '
-                         f'<span class="points{pending}">{html.escape(points)}</span></h4>')
+            tag = f"h{min(level + 1, 6)}"
+            parts.append(f'<{tag} class="part" id="{anchor}-h">{html.escape(grade_id)} '
+                         f'<span class="points{pending}">{html.escape(points)}</span></{tag}>')
         kind = cell.get("cell_type")
         if kind == "markdown":
-            parts.append(_markdown_html(_source(cell), "page", demote=1)[0])
+            rendered = _markdown_html(_source(cell), "page", demote=1)[0]
+            parts.append(rendered)
+            headings = re.findall(r"<h([1-6])\b", rendered)
+            level = int(headings[-1]) if headings else level
         elif kind == "code":
             source, _ = _without_hidden_tests(_source(cell))
             if meta.get("hidden"):
