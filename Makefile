@@ -25,10 +25,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # (executed notebooks still come from the jupyter-cache in _build/).
 JB_BUILD := jb build . --all -W --keep-going --path-output .
 
-.PHONY: help bootstrap book test bench lint clean distclean assignments grade solutions
+.PHONY: help bootstrap book pdf test bench lint clean distclean assignments grade solutions
 
 help:
 	@echo "make book       build the course book into _build/html/index.html"
+	@echo "make pdf        the whole book as one PDF, offline: _build/pdf/rbtutor.pdf"
 	@echo "make test       run the test suite (builds the book offline, browser checks)"
 	@echo "make bench      run every benchmarks/bench_*.py"
 	@echo "make lint       ruff check ."
@@ -74,6 +75,17 @@ bench: $(STAMP)
 	  echo "== $$s"; \
 	  $(PY) "$$s" || exit 1; \
 	done
+
+# The whole book as one PDF, offline: the single-page HTML build printed by headless
+# Chromium once MathJax has typeset it (book/_ext/print_pdf.py, print stylesheet
+# book/_ext/static/rbtutor-print.css). Executed notebooks come from the same cache
+# as `make book`.
+PDF := _build/pdf/rbtutor.pdf
+JB_SINGLEHTML := jb build . --all -W --keep-going --builder singlehtml --path-output _build/pdf
+
+pdf: $(STAMP)
+	$(JB_SINGLEHTML)
+	$(PY) book/_ext/print_pdf.py _build/pdf/_build/singlehtml/index.html $(PDF)
 
 # The student versions of the assignments, from the reference data or from DATA=variant.yaml.
 assignments: $(STAMP)

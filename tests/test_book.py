@@ -471,3 +471,74 @@ def test_no_page_is_wider_than_a_phone(site: dict):
     assert not wide, "pages wider than the phone screen:\n" + "\n".join(
         f"{page}: {info['scrollWidth']} px > {info['width']} px; "
         + "; ".join(info["culprits"]) for page, info in wide.items())
+
+
+# ---------------------------------------------------------------------------- PDF
+
+# The same command as JB_SINGLEHTML in the Makefile (`make pdf`); keep them in step.
+SINGLEHTML_ARGS = ["build", ".", "--all", "-W", "--keep-going", "--builder", "singlehtml",
+                   "--path-output", "_build/pdf"]
+# A singlehtml build made elsewhere (its index.html) can stand in for building one here.
+SINGLEHTML_ENV = "RBTUTOR_BOOK_SINGLEHTML"
+
+
+def test_makefile_builds_the_pdf_the_same_way():
+    """`make pdf` and the PDF test run the same jupyter-book command and the same printer."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    match = re.search(r"^JB_SINGLEHTML\s*:=\s*(.+)$", makefile, re.MULTILINE)
+    assert match, "JB_SINGLEHTML not found in Makefile"
+    assert match.group(1).split() == ["jb", *SINGLEHTML_ARGS]
+    assert "book/_ext/print_pdf.py _build/pdf/_build/singlehtml/index.html" in makefile
+
+
+@pytest.fixture(scope="module")
+def book_pdf(chromium, built_book: Path) -> Path:
+    """Build the book as `make pdf` does (after the HTML build, whose notebook cache it
+    reuses) and return the PDF. Skips without Chromium, fails without it in CI."""
+    import subprocess
+    import sys
+
+    from conftest import VENV_BIN, build_env, offline_argv
+
+    if os.environ.get(SINGLEHTML_ENV):
+        index = Path(os.environ[SINGLEHTML_ENV]).resolve()
+    else:
+        argv = offline_argv([str(VENV_BIN / "jb"), *SINGLEHTML_ARGS])
+        proc = subprocess.run(argv, cwd=ROOT, env=build_env(), capture_output=True, text=True,
+                              check=False)
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "pdf-build.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+        assert proc.returncode == 0, (f"singlehtml build failed (exit {proc.returncode}); "
+                                      f"log in {ARTIFACTS / 'pdf-build.log'}\n" + proc.stderr[-3000:])
+        index = ROOT / "_build" / "pdf" / "_build" / "singlehtml" / "index.html"
+    ARTIFACTS.mkdir(exist_ok=True)
+    pdf = ARTIFACTS / "rbtutor.pdf"
+    printer = offline_argv([sys.executable, str(ROOT / "book" / "_ext" / "print_pdf.py"),
+                            str(index), str(pdf)])
+    proc = subprocess.run(printer, cwd=ROOT, capture_output=True, text=True, check=False,
+                          timeout=900)
+    assert proc.returncode == 0, f"print_pdf.py failed:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    return pdf
+
+
+def test_pdf_has_the_whole_book(book_pdf: Path):
+    """The PDF has pages, the text of the chapters and the reference pages, figures,
+    internal links (cross-references and the outline) and no raw TeX."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(book_pdf)
+    pages = [page.extract_text() or "" for page in reader.pages]
+    text = "\n".join(pages)
+    assert len(pages) >= 40, f"only {len(pages)} pages"
+    for needle in ["Euler parameters", "The 13-state model", "Coriolis", "Glossary", "References",
+                   "Handbook of Marine Craft Hydrodynamics", "Metacentric height"]:
+        assert needle in text, f"{needle!r} not in the PDF text"
+    raw = [s for s in RAW_TEX if s in text]
+    assert not raw, f"raw TeX in the PDF: {raw}"
+    images = sum(len(page.images) for page in reader.pages)
+    assert images >= 5, f"only {images} images in the PDF"
+    links = [annot.get_object() for page in reader.pages for annot in page.get("/Annots") or []]
+    internal = [a for a in links if a.get("/Subtype") == "/Link" and "/Dest" in a
+                or (a.get("/A") or {}).get("/S") == "/GoTo"]
+    assert len(internal) >= 50, f"only {len(internal)} internal links (cross-references)"
+    assert reader.outline, "the PDF has no outline (bookmarks)"

@@ -1,0 +1,142 @@
+"""Print the single-page HTML build of the book to a PDF with headless Chromium (`make pdf`).
+
+Usage::
+
+    python book/_ext/print_pdf.py SINGLEHTML_INDEX OUTPUT_PDF
+
+The page is opened from file:// (no network is needed: MathJax and the fonts
+come with the build), then this waits until MathJax has typeset every formula
+(``MathJax.startup.promise``), every image has loaded and the fonts are ready,
+and prints with Chromium's own print engine (CDP ``Page.printToPDF``) under the
+book's print stylesheet (``rbtutor-print.css``): no sidebars or buttons, compact
+code, folded cells left folded, figures kept whole. Links inside the book stay
+links in the PDF. Exits non-zero with a message when anything is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chromium_cdp import CHROMIUM, CDPError, Chromium
+
+# Runs in the page: wait (bounded) for MathJax, images and fonts; report what is left.
+SETTLE_JS = r"""
+(async () => {
+  const within = (p, ms) => Promise.race([p, new Promise(r => setTimeout(() => r('timeout'), ms))]);
+  const mj = window.MathJax;
+  let mathjax = 'not loaded';
+  if (mj && mj.startup && mj.startup.promise) {
+    mathjax = await within(mj.startup.promise.then(() => 'ok', e => 'error: ' + e), %TIMEOUT_MS%);
+  }
+  const settled = img => img.complete ? 0 : new Promise(r => {
+    img.addEventListener('load', r);
+    img.addEventListener('error', r);
+  });
+  await within(Promise.all([...document.images].map(settled)), 30000);
+  await within(document.fonts.ready, 30000);
+  const maths = [...document.querySelectorAll('.math')];
+  return {
+    mathjax: mathjax,
+    math: maths.length,
+    untypeset: maths.filter(n => !n.querySelector('mjx-container')).length,
+    images: document.images.length,
+    broken: [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 120)),
+  };
+})()
+"""
+
+FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#444;">'
+          '<span class="title"></span> &middot; page <span class="pageNumber"></span>'
+          ' of <span class="totalPages"></span></div>')
+
+
+def single_page(index: Path) -> Path:
+    """The file that holds the whole book.
+
+    jupyter-book's index.html only redirects to the root document (``book/intro.html``),
+    but Sphinx's singlehtml builder writes every link in that page as seen from the
+    top folder (``_static/...``, ``_images/...``). A copy of it in the top folder is
+    the page whose links all resolve.
+    """
+    text = index.read_text(encoding="utf-8", errors="replace")
+    match = re.search(r'http-equiv="Refresh"\s+content="\d+;\s*url=([^"]+)"', text, re.IGNORECASE)
+    if not match:
+        return index
+    target = index.parent / match.group(1)
+    if target.parent == index.parent:
+        return target
+    page = index.parent / "rbtutor-book.html"
+    shutil.copyfile(target, page)
+    return page
+
+
+def print_pdf(index: Path, output: Path, timeout: float = 300.0) -> dict:
+    """Print index (a singlehtml build) to output; return what the page reported."""
+    if not CHROMIUM.exists():
+        raise SystemExit(f"{CHROMIUM} not found: `apt-get install -y --no-install-recommends chromium`")
+    if not index.is_file():
+        raise SystemExit(f"{index} not found: build the single-page HTML first")
+    page = single_page(index)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rbtutor-pdf-") as tmp:
+        browser = Chromium(CHROMIUM, Path(tmp) / "profile", Path(tmp) / "chromium.log")
+        try:
+            browser.open_page(width=1100, height=1400)
+            since = len(browser.events)
+            browser.send("Page.navigate", {"url": page.resolve().as_uri()})
+            browser.wait_event("Page.loadEventFired", since, timeout=timeout)
+            started = time.monotonic()
+            report = browser.evaluate(
+                SETTLE_JS.replace("%TIMEOUT_MS%", str(int(timeout * 1000))), timeout=timeout + 60)
+            report["seconds_to_settle"] = round(time.monotonic() - started, 1)
+            problems = []
+            if report["math"] and report["mathjax"] != "ok":
+                problems.append(f"MathJax did not finish: {report['mathjax']}")
+            if report["untypeset"]:
+                problems.append(f"{report['untypeset']} formulas not typeset")
+            if report["broken"]:
+                problems.append(f"images that did not load: {report['broken'][:5]}")
+            if problems:
+                raise SystemExit("cannot print the book: " + "; ".join(problems))
+            # Print as the print stylesheet says (A4, its margins); page numbers in the footer.
+            browser.send("Emulation.setEmulatedMedia", {"media": "print"})
+            result = browser.send("Page.printToPDF", {
+                "printBackground": True,
+                "preferCSSPageSize": True,
+                "displayHeaderFooter": True,
+                "headerTemplate": "<div></div>",
+                "footerTemplate": FOOTER,
+                "generateDocumentOutline": True,
+                "generateTaggedPDF": True,
+            }, timeout=timeout)
+        except CDPError as exc:
+            log = (Path(tmp) / "chromium.log").read_text(encoding="utf-8", errors="replace")[-3000:]
+            raise SystemExit(f"Chromium failed: {exc}\n{log}") from exc
+        finally:
+            browser.close()
+    output.write_bytes(base64.b64decode(result["data"]))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("index", type=Path, help="index.html of the singlehtml build")
+    parser.add_argument("output", type=Path, help="the PDF to write")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for MathJax")
+    args = parser.parse_args(argv)
+    report = print_pdf(args.index, args.output, args.timeout)
+    size = args.output.stat().st_size
+    print(f"{args.output}: {size / 1e6:.1f} MB; {report['math']} formulas typeset, "
+          f"{report['images']} images, settled in {report['seconds_to_settle']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
