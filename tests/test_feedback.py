@@ -359,9 +359,9 @@ def test_tex_cannot_inject_html():
 @given(st.lists(st.sampled_from([*"$\\`{}()[]&\"' \nabx^_1", "\\begin{align}", "\\end{align}", "\\text{",
                                  "$$", "\\(", "\\)", "\\[", "\\]", "```\n", "\\\\"]), max_size=40).map("".join))
 def test_math_to_mathml_never_crashes_or_injects(text):
-    out = math_to_mathml(text)
-    if "<" not in text:
-        assert not active_content(out)
+    """Any mix of delimiters converts without an exception and adds nothing active (``<`` is not in the
+    alphabet, so every tag in the result was written by the converter)."""
+    assert not active_content(math_to_mathml(text))
 
 
 def test_every_formula_of_the_course_converts():
@@ -465,7 +465,8 @@ def test_page_structure_for_phones_and_screen_readers(page):
     assert soup.find("meta", attrs={"name": "viewport"})["content"].startswith("width=device-width")
     assert soup.find("main") is not None and soup.find("header") is not None
     assert [h.get_text() for h in soup.find_all("h1")] == ["problem03: feedback for s01"]
-    assert soup.find_all("h4", class_="part")
+    # graded parts get the level below the heading before them (Problem 3 is h2, its parts h3)
+    assert [h.name for h in soup.select(".part")] == ["h3", "h3", "h3"]
     css = soup.find("style").get_text()
     assert "white-space: pre-wrap" in css and "overflow-wrap: anywhere" in css and "max-width" in css
     for img in soup.find_all("img"):

@@ -215,3 +215,18 @@ def test_formgrader_page_of_the_sanitised_notebook_runs_nothing_injected(browser
     maths = [m for m in state["maths"] if m["w"] > 0 and m["h"] > 0]
     assert len(maths) >= 8, state["maths"]
     screenshot(browser, "formgrader-sanitised.png")
+
+
+def test_feedback_page_passes_axe(browser, tmp_path):
+    """axe-core (from the npm registry, as for the book) finds no serious or critical violation."""
+    from test_book import AXE_FAILING_IMPACTS, require_axe, run_axe
+
+    require_axe()
+    page = tmp_path / "feedback.html"
+    write_feedback(page, render_feedback(hostile_notebook(), SCORES, title=TITLE))
+    visit(browser, page)
+    violations = run_axe(browser)  # injected over DevTools, which the page's CSP does not govern
+    failing = [v for v in violations if v["impact"] in AXE_FAILING_IMPACTS]
+    assert not failing, failing
+    state = browser.evaluate(STATE_JS)
+    assert state["scripts"] == 0  # axe ran as an evaluation, not as a script element
