@@ -25,7 +25,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # (executed notebooks still come from the jupyter-cache in _build/).
 JB_BUILD := jb build . --all -W --keep-going --path-output .
 
-.PHONY: help bootstrap book pdf test bench lint clean distclean assignments grade solutions
+.PHONY: help bootstrap book pdf test bench lint clean distclean assignments grade solutions hub hub-stop
 
 help:
 	@echo "make book       build the course book into _build/html/index.html"
@@ -36,6 +36,8 @@ help:
 	@echo "make assignments [DATA=ship.yaml]  student versions of the ten assignments into release/"
 	@echo "make solutions  the worked solutions, executed, into _build/solutions/"
 	@echo "make grade      autograde submitted/, feedback into feedback/, grades into grades.csv"
+	@echo "make hub        (root) set up the course on a JupyterHub and start it on http://127.0.0.1:8000"
+	@echo "make hub-stop   (root) stop that hub and its users' servers"
 	@echo "make clean      remove build output and caches (keeps .venv)"
 	@echo "make distclean  clean, and remove .venv"
 
@@ -100,6 +102,14 @@ solutions: $(STAMP)
 
 grade: $(STAMP)
 	$(PY) -m rbtutor.course grade
+
+# The course on a JupyterHub on this machine (root only; hub/hubctl.py says what it sets up).
+# It uses the system python3 and its own environments under /opt/rbtutor, not .venv.
+hub:
+	python3 hub/hubctl.py up
+
+hub-stop:
+	python3 hub/hubctl.py down
 
 lint: $(STAMP)
 	ruff check .

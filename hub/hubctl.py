@@ -1,0 +1,404 @@
+"""Set up and run the course on a JupyterHub on this machine: ``make hub`` and ``make hub-stop``.
+
+``python3 hub/hubctl.py up`` (as root; it refuses otherwise) does, each step only when needed:
+
+* Unix accounts ``instructor`` and ``student1`` ... ``student3`` with private homes (0700) and
+  random passwords set with ``chpasswd``; the passwords are written to :data:`PASSWORDS`
+  (readable by root only) so that the administrator can hand them out;
+* the environment the single-user servers run, :data:`VENV`: a virtual environment with
+  rbtutor installed from a copy of the package (``pip install .[course,hub]`` with the pinned
+  versions of ``constraints.txt``), not the checkout's editable install;
+* the students' kernel, :data:`KERNEL_VENV`: numpy, scipy, sympy, matplotlib and ipykernel,
+  without rbtutor, registered as the kernelspec ``python3`` (the name the assignments use)
+  under :data:`SHARE`, which the hub puts first on ``JUPYTER_PATH``;
+* the nbgrader exchange :data:`EXCHANGE`, owned by root, mode 1777 (everyone may write, the
+  sticky bit keeps one user from removing another's files), as nbgrader's documentation asks;
+* ``/etc/jupyter/nbgrader_config.py`` (copied from ``hub/nbgrader_config.py``): the exchange,
+  the course id and course membership from the hub's groups, for every user with nothing to
+  set by hand;
+* per-role Jupyter configuration under :data:`ROLE_CONFIG`: students get the assignment list
+  and Validate only (no Formgrader, no Create Assignment, no course list, not the grading
+  kernel); the instructor gets everything;
+* the instructor's course folder ``/home/instructor/course`` (``nbgrader_config.py`` and
+  ``exercises/`` copied from the checkout, the first time only, so the instructor's work is
+  never overwritten) and ``~instructor/.jupyter/nbgrader_config.py`` pointing the Formgrader
+  at it;
+* ``configurable-http-proxy`` from npm (``npm ci`` in ``hub/``, from ``hub/package-lock.json``);
+* then starts JupyterHub on http://127.0.0.1:8000 in the background (log in :data:`LOG`).
+
+``python3 hub/hubctl.py down`` stops the hub, its proxy and the users' servers.
+
+This script uses the standard library only: it runs before the course environment exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CHECKOUT = HERE.parent
+
+COURSE_ID = "rbtutor"
+INSTRUCTORS = ("instructor",)
+STUDENTS = ("student1", "student2", "student3")
+INSTRUCTOR_GROUP = f"formgrade-{COURSE_ID}"  # nbgrader's JupyterHubAuthPlugin reads these two groups
+STUDENT_GROUP = f"nbgrader-{COURSE_ID}"
+
+PREFIX = Path("/opt/rbtutor")
+VENV = PREFIX / "venv"  # what the hub and the single-user servers run
+KERNEL_VENV = PREFIX / "kernel"  # the students' kernel: no rbtutor in it
+SHARE = PREFIX / "share" / "jupyter"  # on JUPYTER_PATH: the students' kernelspec
+ROLE_CONFIG = PREFIX / "etc"  # ROLE_CONFIG/student and ROLE_CONFIG/instructor, on JUPYTER_CONFIG_PATH
+EXCHANGE = Path("/srv/nbgrader/exchange")
+STATE = Path("/var/lib/rbtutor-hub")  # the hub's database, cookie secret and pid files
+LOG = Path("/var/log/rbtutor-hub.log")
+PID_FILE = STATE / "jupyterhub.pid"
+PASSWORDS = Path("/etc/rbtutor/hub-passwords.json")
+SYSTEM_NBGRADER_CONFIG = Path("/etc/jupyter/nbgrader_config.py")
+URL = "http://127.0.0.1:8000"
+PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
+
+STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
+# nbgrader's browser plugins and server extensions that only instructors get
+INSTRUCTOR_LAB_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                          "@jupyter/nbgrader:course-list")
+INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+
+
+class HubError(RuntimeError):
+    """The hub cannot be set up or started; the message says why."""
+
+
+def say(message: str) -> None:
+    print(f"hub: {message}", flush=True)
+
+
+def run(*argv, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in argv], check=True, **kwargs)
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise HubError("make hub needs root: it creates Unix accounts, /opt/rbtutor, /srv/nbgrader and "
+                       "/etc/jupyter, and the hub starts servers as other users (run it with sudo)")
+
+
+# --- accounts
+def user_exists(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def home(name: str) -> Path:
+    import pwd
+
+    return Path(pwd.getpwnam(name).pw_dir)
+
+
+def ensure_accounts() -> dict[str, str]:
+    """Create the accounts that are missing, with passwords; return every account's password."""
+    PASSWORDS.parent.mkdir(parents=True, exist_ok=True)
+    known = json.loads(PASSWORDS.read_text()) if PASSWORDS.exists() else {}
+    for name in (*INSTRUCTORS, *STUDENTS):
+        if not user_exists(name):
+            run("useradd", "--create-home", "--shell", "/bin/bash", name)
+            known.pop(name, None)
+        if name not in known:
+            known[name] = secrets.token_urlsafe(12)
+            run("chpasswd", input=f"{name}:{known[name]}\n", text=True)
+            say(f"account {name}: password set")
+        os.chmod(home(name), 0o700)  # no one reads another's home
+    PASSWORDS.write_text(json.dumps(known, indent=1) + "\n")
+    os.chmod(PASSWORDS, 0o600)
+    os.chmod(PASSWORDS.parent, 0o700)
+    return known
+
+
+# --- environments
+def _stamp(*files: Path) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def package_copy(target: Path) -> Path:
+    """The files that make the rbtutor package, copied from the checkout (so pip builds nothing in it)."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(CHECKOUT / name, target / name)
+    shutil.copytree(CHECKOUT / "rbtutor", target / "rbtutor",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return target
+
+
+def base_python() -> str:
+    """The interpreter the environments are made from: one every user can run.
+
+    A venv links to its base interpreter and reads its standard library from there, so an
+    interpreter under a private home (pyenv in /root) would not start for the students.
+    """
+    for candidate in ("/usr/bin/python3", sys.executable):
+        path = Path(candidate).resolve()
+        if path.exists() and all(os.stat(p).st_mode & 0o005 == 0o005 for p in path.parents):
+            return candidate
+    raise HubError("no python3 that every user can run: apt-get install -y python3 python3-venv")
+
+
+def usable_constraints(python: Path, *requirements: str) -> Path:
+    """``constraints.txt`` less the pins that ``python`` cannot install, as a file under PREFIX.
+
+    The pins were tested with the checkout's interpreter; the system python3 the hub's
+    environments are made from may be an older patch release that a pinned version refuses
+    (Debian 12's 3.11.2 and soupsieve 4.1.3, which asks for 3.11.5). Such a pin is dropped,
+    said on the terminal, and pip picks the newest version that this interpreter accepts.
+    """
+    import re
+
+    lines = (CHECKOUT / "constraints.txt").read_text().splitlines()
+    target = PREFIX / f"constraints-{Path(python).parent.parent.name}.txt"
+    for _ in range(10):
+        target.write_text("\n".join(lines) + "\n")
+        probe = subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--disable-pip-version-check",
+                                "-c", str(target), *requirements], capture_output=True, text=True)
+        if probe.returncode == 0:
+            return target
+        refused = re.search(r"requested \(constraint\) ([A-Za-z0-9_.-]+)==", probe.stdout + probe.stderr)
+        if not refused:
+            raise HubError("pip cannot install the course environment:\n" + probe.stderr[-2000:])
+        name = refused.group(1).lower()
+        say(f"pin of {name} dropped: {python} cannot install the pinned version")
+        lines = [line for line in lines if line.split("==")[0].lower() != name]
+    raise HubError("too many pins this interpreter cannot install; use a newer python3")
+
+
+def ensure_venv(python: str | None = None) -> None:
+    """The server environment: rbtutor[course,hub] from a copy of the package, pinned versions."""
+    stamp_file = VENV / ".rbtutor-stamp"
+    wanted = _stamp(CHECKOUT / "constraints.txt", CHECKOUT / "pyproject.toml")
+    pip = [VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q"]
+    with tempfile.TemporaryDirectory(prefix="rbtutor-package-") as tmp:
+        source = package_copy(Path(tmp))
+        if not stamp_file.exists() or stamp_file.read_text() != wanted:
+            say(f"installing the course environment into {VENV} (a few minutes the first time)")
+            run(python or base_python(), "-m", "venv", VENV)
+            run(*pip, "install", "-c", CHECKOUT / "constraints.txt", "pip")  # the pinned pip resolves the pins
+            constraints = usable_constraints(VENV / "bin" / "python", f"{source}[course,hub]")
+            run(*pip, "install", "-c", constraints, f"{source}[course,hub]")
+            stamp_file.write_text(wanted)
+        else:  # the dependencies are unchanged: refresh rbtutor itself only
+            run(*pip, "install", "--no-deps", "--force-reinstall", source)
+    # the grading kernel's kernelspec (rbtutor-student) lives in the environment: write it now,
+    # as root, since the instructor cannot write there
+    # (-I and cwd /: the installed package, never the checkout's rbtutor/ beside the current folder)
+    run(VENV / "bin" / "python", "-I", "-c", "from rbtutor.grading import sandbox; sandbox.install()", cwd="/")
+
+
+def ensure_kernel(python: str | None = None) -> None:
+    """The students' kernel: its own small environment without rbtutor, as kernelspec ``python3``."""
+    constraints = CHECKOUT / "constraints.txt"
+    stamp_file = KERNEL_VENV / ".rbtutor-stamp"
+    wanted = _stamp(constraints) + " ".join(STUDENT_KERNEL_PACKAGES)
+    if not stamp_file.exists() or stamp_file.read_text() != wanted:
+        say(f"installing the students' kernel into {KERNEL_VENV}")
+        run(python or base_python(), "-m", "venv", KERNEL_VENV)
+        pip = [KERNEL_VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+        run(*pip, "-c", constraints, "pip")
+        run(*pip, "-c", usable_constraints(KERNEL_VENV / "bin" / "python", *STUDENT_KERNEL_PACKAGES),
+            *STUDENT_KERNEL_PACKAGES)
+        stamp_file.write_text(wanted)
+    spec_dir = SHARE / "kernels" / "python3"
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [str(KERNEL_VENV / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (course)", "language": "python",
+            "metadata": {"debugger": True}}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
+
+
+def ensure_proxy() -> None:
+    """configurable-http-proxy from npm, as pinned by hub/package-lock.json."""
+    if PROXY.exists() and (HERE / "node_modules" / ".package-lock.json").exists() and \
+            (HERE / "node_modules" / ".package-lock.json").stat().st_mtime >= \
+            (HERE / "package-lock.json").stat().st_mtime:
+        return
+    if not shutil.which("npm"):
+        raise HubError("npm is missing: apt-get install -y nodejs npm (configurable-http-proxy needs node >= 20)")
+    say("installing configurable-http-proxy (npm ci in hub/)")
+    run("npm", "ci", "--no-audit", "--no-fund", "--prefix", HERE)
+
+
+# --- shared folders and configuration
+def ensure_exchange() -> None:
+    EXCHANGE.mkdir(parents=True, exist_ok=True)
+    os.chown(EXCHANGE, 0, 0)
+    os.chmod(EXCHANGE, 0o1777)  # nbgrader: writable by all, sticky
+
+
+def ensure_config() -> None:
+    SYSTEM_NBGRADER_CONFIG.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(HERE / "nbgrader_config.py", SYSTEM_NBGRADER_CONFIG)
+    os.chmod(SYSTEM_NBGRADER_CONFIG, 0o644)
+    for role, hidden in (("student", True), ("instructor", False)):
+        folder = ROLE_CONFIG / role
+        (folder / "labconfig").mkdir(parents=True, exist_ok=True)
+        (folder / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
+        page = {"disabledExtensions": {name: hidden for name in INSTRUCTOR_LAB_PLUGINS}}
+        (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1) + "\n")
+        server = {"ServerApp": {"jpserver_extensions": {name: not hidden for name in INSTRUCTOR_SERVER_EXTENSIONS}}}
+        (folder / "jupyter_server_config.d" / "zz-rbtutor-role.json").write_text(json.dumps(server, indent=1) + "\n")
+        # students see their own kernel only, not the grading kernel (the .d files above are read
+        # for the extensions only, so this goes into the role's jupyter_server_config.json)
+        kernels = {"KernelSpecManager": {"allowed_kernelspecs": ["python3"]}} if hidden else {}
+        (folder / "jupyter_server_config.json").write_text(json.dumps(kernels, indent=1) + "\n")
+    STATE.mkdir(parents=True, exist_ok=True)
+    os.chmod(STATE, 0o700)
+
+
+def ensure_course() -> None:
+    """The instructor's course folder (copied once) and the Formgrader's pointer to it."""
+    import pwd
+
+    account = pwd.getpwnam(INSTRUCTORS[0])
+    owner = (account.pw_uid, account.pw_gid)
+    course = Path(account.pw_dir) / "course"
+    if not (course / "nbgrader_config.py").exists():
+        course.mkdir(exist_ok=True)
+        shutil.copy2(CHECKOUT / "nbgrader_config.py", course / "nbgrader_config.py")
+        shutil.copytree(CHECKOUT / "exercises", course / "exercises", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "problem_data.yaml"))
+        say(f"course folder {course} created")
+    jupyter = Path(account.pw_dir) / ".jupyter"
+    jupyter.mkdir(exist_ok=True)
+    (jupyter / "nbgrader_config.py").write_text(
+        '"""The Formgrader and nbgrader commands run outside the course folder grade this course."""\n'
+        "from rbtutor.course.nbgrader import configure\n\n"
+        f'configure(get_config(), "{course}")  # noqa: F821\n')
+    profile = Path(account.pw_dir) / ".profile"
+    line = f"export RBTUTOR_EXCHANGE={EXCHANGE} PATH={VENV}/bin:$PATH  # rbtutor hub\n"
+    text = profile.read_text() if profile.exists() else ""
+    if line not in text:
+        profile.write_text(text + line)
+    for path in [course, *course.rglob("*"), jupyter, *jupyter.rglob("*"), profile]:
+        os.lchown(path, *owner)
+
+
+# --- the hub process
+def hub_pid() -> int | None:
+    """The running hub's pid, or None."""
+    try:
+        pid = int(PID_FILE.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return pid if b"jupyterhub" in cmdline else None
+
+
+def wait_until_up(process: subprocess.Popen, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise HubError(f"JupyterHub exited with status {process.returncode}; last lines of {LOG}:\n"
+                           + "\n".join(LOG.read_text(errors="replace").splitlines()[-25:]))
+        try:
+            with urllib.request.urlopen(f"{URL}/hub/api", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise HubError(f"JupyterHub did not answer on {URL} within {timeout:.0f} s; see {LOG}")
+
+
+def start(extra_env: dict[str, str] | None = None) -> int:
+    """Start JupyterHub in the background; return its pid once it answers."""
+    pid = hub_pid()
+    if pid:
+        say(f"already running (pid {pid}) on {URL}; `make hub-stop` first to restart it")
+        return pid
+    env = {**os.environ, **(extra_env or {}), "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    env.pop("JUPYTER_PATH", None)
+    env.pop("JUPYTER_CONFIG_DIR", None)
+    with LOG.open("ab") as log:
+        process = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
+                                   cwd=STATE, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    PID_FILE.write_text(f"{process.pid}\n")
+    wait_until_up(process)
+    say(f"JupyterHub is up on {URL} (pid {process.pid}, log {LOG}); passwords in {PASSWORDS}")
+    return process.pid
+
+
+def stop(timeout: float = 30.0) -> bool:
+    """Stop the hub (it stops its proxy and the users' servers); True if one was running."""
+    pid = hub_pid()
+    if pid is None:
+        say("no hub running")
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            break
+        time.sleep(0.2)
+    else:
+        say(f"hub pid {pid} did not stop within {timeout:.0f} s: killing its process group")
+        os.killpg(pid, signal.SIGKILL)
+    PID_FILE.unlink(missing_ok=True)
+    say("stopped")
+    return True
+
+
+def up(start_hub: bool = True) -> None:
+    require_root()
+    ensure_accounts()
+    ensure_proxy()
+    ensure_venv()
+    ensure_kernel()
+    ensure_exchange()
+    ensure_config()
+    ensure_course()
+    if start_hub:
+        start()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hub/hubctl.py", description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["up", "down", "setup"],
+                        help="up: set up and start; setup: set up only; down: stop")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "down":
+            require_root()
+            stop()
+        else:
+            up(start_hub=args.command == "up")
+    except (HubError, subprocess.CalledProcessError) as exc:
+        print(f"hub: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

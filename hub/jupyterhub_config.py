@@ -1,0 +1,66 @@
+"""JupyterHub for the course on one machine (``make hub``; see hub/hubctl.py for what it sets up).
+
+* Log-in with the machine's Unix accounts and passwords (PAM); the accounts, their groups and
+  the paths are those of hubctl.py.
+* Each user's server is started as that Unix user (LocalProcessSpawner) from the course
+  environment /opt/rbtutor/venv, in their home, with JupyterLab.
+* Course membership comes from the hub's groups ``formgrade-rbtutor`` (instructors) and
+  ``nbgrader-rbtutor`` (students); each server's token may read its own user's groups, which is
+  what nbgrader's JupyterHubAuthPlugin asks.
+* Students' servers read the student role's configuration (no Formgrader, no Create
+  Assignment, no course list, only the students' kernel); instructors' the instructor role's.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import hubctl  # noqa: E402
+
+c = get_config()  # noqa: F821 - provided by JupyterHub
+
+c.JupyterHub.bind_url = hubctl.URL
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = 8081
+c.JupyterHub.db_url = f"sqlite:///{hubctl.STATE / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(hubctl.STATE / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.command = [str(hubctl.PROXY)]
+c.ConfigurableHTTPProxy.pid_file = str(hubctl.STATE / "proxy.pid")
+
+c.JupyterHub.authenticator_class = "pam"
+c.PAMAuthenticator.open_sessions = False  # no login sessions (systemd-logind) for a notebook server
+c.Authenticator.allowed_users = {*hubctl.INSTRUCTORS, *hubctl.STUDENTS}
+c.JupyterHub.load_groups = {
+    hubctl.INSTRUCTOR_GROUP: {"users": list(hubctl.INSTRUCTORS)},
+    hubctl.STUDENT_GROUP: {"users": list(hubctl.STUDENTS)},
+}
+
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [str(hubctl.VENV / "bin" / "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.notebook_dir = "~"
+c.Spawner.http_timeout = 90
+c.Spawner.start_timeout = 90
+c.Spawner.server_token_scopes = [
+    "users:activity!user",
+    "access:servers!server",
+    "read:users:name!user",
+    "read:users:groups!user",  # nbgrader's JupyterHubAuthPlugin: which courses this user is in
+]
+
+
+def role_environment(spawner):
+    """The user's role decides which Jupyter configuration their server reads."""
+    groups = {group.name for group in spawner.user.groups}
+    role = "instructor" if hubctl.INSTRUCTOR_GROUP in groups else "student"
+    spawner.environment.update({
+        "JUPYTER_CONFIG_PATH": str(hubctl.ROLE_CONFIG / role),
+        "JUPYTER_PATH": str(hubctl.SHARE),
+        "PATH": f"{hubctl.VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE),
+        "RBTUTOR_ROLE": role,
+    })
+
+
+c.Spawner.pre_spawn_hook = role_environment
