@@ -317,13 +317,17 @@ def _tex_to_mathml(tex: str, display: bool) -> str:
         return f"<code>{html.escape(tex)}</code>"
 
 
+# Block structure only (no inline pass): which lines are code.
+_BLOCKS = MarkdownIt("commonmark").disable(["inline", "text_join"], ignoreInvalid=True)
+
+
 def _code_regions(text: str) -> list[tuple[int, int]]:
     """Character ranges of fenced and indented code blocks (markdown-it's reading of ``text``)."""
     starts = [0]
     for line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
     try:
-        tokens = MarkdownIt("commonmark").parse(text)
+        tokens = _BLOCKS.parse(text)
     except Exception:  # noqa: BLE001 - then no block is code; spans are still skipped
         return []
     regions = []
@@ -334,15 +338,24 @@ def _code_regions(text: str) -> list[tuple[int, int]]:
     return regions
 
 
-def _find_closing(text: str, token: str, start: int, end: int) -> int:
-    """Index of the first ``token`` in ``text[start:end]`` that no backslash escapes, or -1."""
+def _find_closing(text: str, token: str, start: int, end: int, misses: dict[str, int]) -> int:
+    """Index of the first ``token`` in ``text[start:end]`` that no backslash escapes, or -1.
+
+    ``misses`` remembers, per token, an ``end`` up to which a search already failed, so that
+    a thousand unclosed openers cost one scan, not a thousand.
+    """
+    if misses.get(token) == end:
+        return -1
     i = start
     while True:
         i = text.find(token, i, end)
         if i < 0:
+            misses[token] = end
             return -1
-        backslashes = len(text[:i]) - len(text[:i].rstrip("\\"))
-        if backslashes % 2 == 0:
+        k = i
+        while k > 0 and text[k - 1] == "\\":
+            k -= 1
+        if (i - k) % 2 == 0:
             return i
         i += 1
 
@@ -352,6 +365,7 @@ def _scan_math(text: str) -> tuple[str, list[str]]:
     out: list[str] = []
     formulas: list[str] = []
     regions = _code_regions(text)
+    misses: dict[str, int] = {}
     i, n = 0, len(text)
 
     def limit_after(pos: int) -> int:
@@ -384,7 +398,7 @@ def _scan_math(text: str) -> tuple[str, list[str]]:
             nxt = text[i + 1]
             if nxt in "([":
                 closing = "\\)" if nxt == "(" else "\\]"
-                j = _find_closing(text, closing, i + 2, stop)
+                j = _find_closing(text, closing, i + 2, stop, misses)
                 if j > i + 2:
                     emit(text[i:j + 2], text[i + 2:j], nxt == "[")
                     i = j + 2
@@ -392,7 +406,9 @@ def _scan_math(text: str) -> tuple[str, list[str]]:
             env = re.compile(r"\\begin\{([a-z]+\*?)\}").match(text, i)
             if env and env.group(1) in _MATH_ENVIRONMENTS:
                 end_tag = f"\\end{{{env.group(1)}}}"
-                j = text.find(end_tag, env.end(), stop)
+                j = -1 if misses.get(end_tag) == stop else text.find(end_tag, env.end(), stop)
+                if j < 0:
+                    misses[end_tag] = stop
                 if j >= 0:
                     raw = text[i:j + len(end_tag)]
                     emit(raw, raw, True)
@@ -403,7 +419,7 @@ def _scan_math(text: str) -> tuple[str, list[str]]:
             continue
         if ch == "$":
             if text.startswith("$$", i):
-                j = _find_closing(text, "$$", i + 2, stop)
+                j = _find_closing(text, "$$", i + 2, stop, misses)
                 if j > i + 2 and text[i + 2:j].strip():
                     emit(text[i:j + 2], text[i + 2:j], True)
                     i = j + 2
@@ -411,7 +427,7 @@ def _scan_math(text: str) -> tuple[str, list[str]]:
                 out.append("$$")
                 i += 2
                 continue
-            j = _find_closing(text, "$", i + 1, stop)
+            j = _find_closing(text, "$", i + 1, stop, misses)
             body = text[i + 1:j] if j > i + 1 else ""
             if (body and not body[0].isspace() and not body[-1].isspace() and "\n\n" not in body
                     and "`" not in body and not (j + 1 < n and text[j + 1].isdigit())):
