@@ -74,7 +74,15 @@ def take_in_submission(layout: CourseLayout, assignment: str, student: str):
         remove_tree(stage)
     stage.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(layout.scratch, 0o700)
-    result = take_in(layout.submitted(student, assignment), stage, sources=_sources(layout, assignment))
+    sources = _sources(layout, assignment)
+    result = take_in(layout.submitted(student, assignment), stage, sources=sources)
+    # A notebook the intake refused (a link, a copy of the source, unreadable) earns nothing: the
+    # blank released version stands in for it, so the submission is graded (zero) and not lost.
+    for name in sources:
+        blank = layout.release / assignment / f"{name}.ipynb"
+        if not (stage / f"{name}.ipynb").exists() and blank.is_file():
+            shutil.copyfile(blank, stage / f"{name}.ipynb")
+            os.chmod(stage / f"{name}.ipynb", 0o644)
     record_events(layout.integrity / student / assignment / "_files.json", student, assignment,
                   "(submission files)", "intake", result.events, fresh=True)
     return result

@@ -31,7 +31,7 @@ PATTERNS = [
     ("process", re.compile(r"\b(?:socket|subprocess|ctypes|cffi|multiprocessing|pty|urllib|requests|"
                            r"http\.client|shutil)\b")),
     ("process", re.compile(r"\bos\s*\.\s*(?:system|popen|fork|forkpty|_exit|kill|killpg|exec\w*|spawn\w*|"
-                           r"remove|unlink|rmdir|chmod|rename|setsid)\b")),
+                           r"remove|unlink|rmdir|chmod|rename|setsid|symlink|link)\b")),
     ("process", re.compile(r"\bsys\s*\.\s*exit\b|(?<![\w.])(?:exit|quit)\s*\(|\bimport\s+signal\b|"
                            r"\bfrom\s+signal\b|\bsignal\s*\.\s*\w+|\.kill\s*\(|\bresource\s*\.\s*setrlimit")),
     ("dynamic_code", re.compile(r"(?<![\w.])(?:exec|eval|compile)\s*\(|\bget_ipython\s*\(")),
