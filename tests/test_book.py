@@ -139,6 +139,65 @@ def test_no_external_resources_in_css(built_book: Path):
     assert not offenders, "external URLs in CSS:\n" + "\n".join(offenders)
 
 
+# ------------------------------------------------------------ navigation of ideas
+
+
+def test_api_page_documents_every_public_name(built_book: Path):
+    """book/api.html is generated from rbtutor.__all__: each name has its entry there."""
+    import inspect
+
+    import rbtutor
+
+    html = (built_book / "book" / "api.html").read_text(encoding="utf-8")
+    missing = []
+    for name in rbtutor.__all__:
+        obj = getattr(rbtutor, name)
+        anchor = f'id="module-{obj.__name__}"' if inspect.ismodule(obj) else f'id="rbtutor.{name}"'
+        if anchor not in html:
+            missing.append(name)
+    assert not missing, f"public names without an entry on the API page: {missing}"
+    assert 'id="rbtutor.integrate_spin"' in html
+
+
+def _links(page: Path, fragment_prefix: str) -> list[str]:
+    return re.findall(r'href="[^"]*#(' + re.escape(fragment_prefix) + r'[^"]*)"',
+                      page.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("doc", ["book/exercises", "book/euler/index", "book/problems/heel",
+                                 "book/problems/tumbling", "book/problems/simulation"])
+def test_pages_cross_reference_equations_and_code(built_book: Path, doc: str):
+    """The exercises, problem and Euler pages link to numbered equations and to the API."""
+    page = built_book / f"{doc}.html"
+    assert _links(page, "equation-eq-"), f"{doc}: no link to a numbered equation"
+    text = page.read_text(encoding="utf-8")
+    if doc != "book/exercises":
+        assert re.search(r'href="[^"]*api\.html#rbtutor\.', text), f"{doc}: no link to the API page"
+
+
+def test_euler_parameter_model_is_a_numbered_equation(built_book: Path):
+    """The 13-state model and the Euler-parameter matrices are labelled, numbered equations."""
+    html = (built_book / "book" / "euler" / "index.html").read_text(encoding="utf-8")
+    for label in ["eq-ep-rotation-matrix", "eq-ep-g-matrices", "eq-ep-state-model"]:
+        assert f'id="equation-{label}"' in html, label
+
+
+def test_bibliography_and_glossary_are_linked(built_book: Path):
+    """Every work of references.bib is listed and cited; glossary terms are linked from pages."""
+    bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
+    keys = re.findall(r"^@\w+\{([^,]+),", bib, re.MULTILINE)
+    references = (built_book / "book" / "references.html").read_text(encoding="utf-8")
+    entries = re.findall(r'role="listitem"', references)
+    assert len(entries) == len(keys) >= 4, (len(entries), keys)
+    pages = [p for p in built_pages(built_book) if p.name != "references.html"]
+    cited = sum(len(re.findall(r'href="[^"]*references\.html#id\d+"', p.read_text(encoding="utf-8")))
+                for p in pages)
+    terms = sum(len(re.findall(r'href="[^"]*glossary\.html#term-', p.read_text(encoding="utf-8")))
+                for p in pages)
+    assert cited >= 4, f"only {cited} citations link to the references page"
+    assert terms >= 10, f"only {terms} links to glossary terms"
+
+
 # ------------------------------------------------------------------------ browser
 
 # Runs in the page after the load event. Waits (bounded) for MathJax to finish its
