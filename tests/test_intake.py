@@ -711,3 +711,16 @@ def test_collect_refuses_a_flooded_inbound(tmp_path):
         (inbound / f"x{i}").mkdir()
     with pytest.raises(ValueError, match="at most 20 entries"):
         collect(inbound, tmp_path / "submitted", "problem03", limits=Limits(max_inbound_entries=20))
+
+
+def test_a_flood_does_not_hide_the_assignment_notebook(tmp_path):
+    """The notebooks the assignment expects are looked up by name, whatever else floods the folder."""
+    source = nbformat.read(ROOT / "exercises" / "problem03" / "problem03.ipynb", as_version=4)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    for k in range(2000):
+        (sub / f"aa{k:05d}.txt").write_text("x")
+    nbformat.write(nbformat.v4.new_notebook(), sub / "problem03.ipynb")
+    result = take_in(sub, tmp_path / "copy", sources={"problem03": source})
+    assert "problem03.ipynb" in result.taken
+    assert "too_many_files" in result.kinds() and len(result.taken) <= Limits().max_files

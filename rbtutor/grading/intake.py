@@ -324,6 +324,14 @@ def _make_dest(dest: Path) -> int:
     return fd
 
 
+def _exists(fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
 class _Walker:
     """One walk over one submission: the bounded listing, the checks and the copies."""
 
@@ -353,9 +361,13 @@ class _Walker:
 
     # -- listing
 
-    def listing(self, fd: int) -> list[tuple[str, os.stat_result | None]]:
-        """The entries of one folder (bounded by the flood limit), notebooks first, then by name."""
-        found = []
+    def listing(self, fd: int, expected: tuple[str, ...] = ()) -> list[tuple[str, os.stat_result | None]]:
+        """The entries of one folder (bounded by the flood limit), notebooks first, then by name.
+
+        ``expected`` names (the assignment's notebooks and nbgrader's own files, in the top
+        folder) are looked up directly, so that a flood of other files cannot hide them.
+        """
+        found = [name for name in expected if _exists(fd, name)]
         flood_at = FLOOD_FACTOR * self.limits.max_files
         with os.scandir(fd) as it:
             for entry in it:
@@ -363,7 +375,8 @@ class _Walker:
                     self.flood = True
                     break
                 self.entries += 1
-                found.append(entry.name)
+                if entry.name not in found:
+                    found.append(entry.name)
         out = []
         for name in sorted(found, key=lambda n: (not n.endswith(".ipynb"), n)):
             try:
@@ -375,7 +388,9 @@ class _Walker:
 
     def walk(self, fd: int, dest_fd: int, rel: str, depth: int) -> None:
         folders = []
-        for name, st in self.listing(fd):
+        expected = () if depth else (*(f"{name}.ipynb" for name in self.solutions), TIMESTAMP_FILE,
+                                     "submission_secret.txt")
+        for name, st in self.listing(fd, expected):
             path = _join(rel, name)
             problem = name_problem(name, self.limits)
             if problem:
