@@ -224,6 +224,7 @@ def test_sanitize_notebook_leaves_no_active_content():
     for e in events:
         by_cell.setdefault(e["cell"], []).extend(e.get("removed", []))
     assert set(by_cell) == {None, 1, 5, 6}
+    assert sorted(e["cell"] for e in events if e["cell"] is not None) == [1, 5, 6]  # one event per cell
     markdown_removed = " ".join(by_cell[5])
     for what in ("<script>", "onerror attribute", "javascript: URL", "<iframe>", "<style>", "<meta>",
                  "<object>", "onload attribute"):
@@ -238,6 +239,14 @@ def test_sanitize_notebook_is_quiet_for_an_honest_notebook():
     before = [c.source for c in nb.cells]
     assert sanitize_notebook(nb) == []
     assert [c.source for c in nb.cells] == before
+
+
+def test_markdown_images_from_elsewhere_do_not_load():
+    nb = new_notebook(cells=[new_markdown_cell("![pixel](http://evil.example/p.png) ![ok](data:image/png;base64,"
+                                               f"{PNG_1PX})")])
+    assert sanitize_notebook(nb) != []
+    soup = BeautifulSoup(nb.cells[0].source, "html.parser")
+    assert [img.get("src", "")[:15] for img in soup.find_all("img")] == ["data:image/png;"]
 
 
 def test_sanitised_svg_is_a_well_formed_image():

@@ -504,7 +504,8 @@ def _markdown_html(source: str, kind: str, *, demote: int = 0) -> tuple[str, lis
 
 # --------------------------------------------------------------------------- notebook
 
-_SAFE_MARKDOWN = re.compile(r"<[A-Za-z/!?]|script|data\s*:|&#|&colon|&tab|&newline", re.I)
+# Markdown that may hold HTML, an image (which would load), an entity or a scheme that runs: rewritten.
+_NEEDS_REWRITE = re.compile(r"<[A-Za-z/!?]|!\[|script|data\s*:|&#|&colon|&tab|&newline", re.I)
 _WRAPPER = '<div class="rbtutor-sanitised tex2jax_ignore">{}</div>'
 
 
@@ -528,10 +529,11 @@ def _source(cell) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _sanitize_output(output, index: int, cell, events: list[dict]) -> None:
+def _sanitize_output(output) -> tuple[list[str], list[str]]:
+    """Clean one output in place; return the MIME types dropped and the active content removed."""
     data = output.get("data")
     if not isinstance(data, dict):
-        return
+        return [], []
     dropped = sorted(k for k in data if k not in SAFE_MIME_TYPES and not str(k).startswith(_RBTUTOR_MIME))
     for mime in dropped:
         del data[mime]
@@ -554,9 +556,7 @@ def _sanitize_output(output, index: int, cell, events: list[dict]) -> None:
             dropped.append(f"{mime} (not base64)")
     if dropped and not data:
         data["text/plain"] = f"[output removed by the grader: {', '.join(dropped)}]"
-    if dropped or removed:
-        what = ", ".join([f"{m} output dropped" for m in dropped] + removed)
-        events.append(_event(f"cell {index}: {what}", index, cell, removed + [f"{m} output" for m in dropped]))
+    return dropped, removed
 
 
 def _is_base64(value) -> bool:
@@ -576,7 +576,8 @@ def sanitize_notebook(nb) -> list[dict]:
     Markdown cells (and raw cells) whose source holds HTML, an entity or a suspicious scheme
     are replaced by their sanitised rendering, one raw HTML line in a
     ``<div class="rbtutor-sanitised tex2jax_ignore">``, with the math as MathML; other
-    markdown cells are left as written. Outputs keep only :data:`SAFE_MIME_TYPES` (and the
+    markdown cells are left as written (markdown images are rewritten too: only
+    ``data:`` images stay). Outputs keep only :data:`SAFE_MIME_TYPES` (and the
     course's ``application/vnd.rbtutor.*`` payloads): ``application/javascript``, widget,
     plotting-library and other types a front end would run are dropped, and an output left
     empty says so in ``text/plain``. ``text/html`` and ``image/svg+xml`` are cleaned with
@@ -613,7 +614,7 @@ def sanitize_notebook(nb) -> list[dict]:
         kind = cell.get("cell_type")
         if kind in ("markdown", "raw"):
             source = _source(cell)
-            if not _SAFE_MARKDOWN.search(source):
+            if not _NEEDS_REWRITE.search(source):
                 continue
             if kind == "markdown":
                 cleaned, removed = _markdown_html(source, "notebook")
@@ -625,9 +626,16 @@ def sanitize_notebook(nb) -> list[dict]:
                 events.append(_event(f"cell {index}: removed from a {kind} cell: {', '.join(removed)}",
                                      index, cell, removed))
         elif kind == "code":
+            dropped, removed = [], []
             for output in cell.get("outputs", []):
                 if isinstance(output, dict):
-                    _sanitize_output(output, index, cell, events)
+                    more_dropped, more_removed = _sanitize_output(output)
+                    dropped += more_dropped
+                    removed += more_removed
+            if dropped or removed:
+                what = ", ".join([f"{m} output dropped" for m in dropped] + removed)
+                events.append(_event(f"cell {index}: {what}", index, cell,
+                                     removed + [f"{m} output" for m in dropped]))
     return events
 
 
