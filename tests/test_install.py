@@ -27,9 +27,14 @@ def installed(tmp_path_factory):
     """A venv with rbtutor installed from a wheel; return its python."""
     require_sandbox()
     tmp = tmp_path_factory.mktemp("install")
+    source = tmp / "source"  # built from a copy: setuptools leaves build/ beside what it builds
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source)
+    shutil.copytree(ROOT / "rbtutor", source / "rbtutor", ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp / "wheels"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                            "-w", str(wheels), str(ROOT)], capture_output=True, text=True, timeout=600)
+                            "-w", str(wheels), str(source)], capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from traitlets.config import Config
-
 from conftest import require_sandbox
+from traitlets.config import Config
 
 from rbtutor.grading import sandbox as student_kernel
 
