@@ -557,3 +557,16 @@ def test_write_feedback_refuses_links_and_special_files(tmp_path):
         write_feedback(fifo, "<p>x</p>")  # does not block waiting for a reader
     with pytest.raises(ValueError, match="expected html"):
         write_feedback(tmp_path / "ok.html", b"<p>bytes</p>")
+
+
+def test_the_grading_preprocessor_sanitises_and_reports():
+    """SanitizeNotebook (after SaveAutoGrades in the course's nbgrader config) stores the events."""
+    from rbtutor.grading.feedback import SanitizeNotebook
+
+    nb = hostile_notebook()
+    nb, resources = SanitizeNotebook().preprocess(nb, {})
+    for index, html in rich_fragments(nb):
+        assert not active_content(html, allow_web_links=True), index
+    assert nb.cells[0].source.startswith('<div class="rbtutor-sanitised')  # math pre-rendered as MathML
+    kinds = {e["kind"] for e in resources["rbtutor"]["events"]}
+    assert kinds == {"html_sanitised"}
