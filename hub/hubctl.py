@@ -348,7 +348,7 @@ def start(extra_env: dict[str, str] | None = None) -> int:
     return process.pid
 
 
-def stop(timeout: float = 30.0) -> bool:
+def stop(timeout: float = 60.0) -> bool:
     """Stop the hub (it stops its proxy and the users' servers); True if one was running."""
     pid = hub_pid()
     if pid is None:
