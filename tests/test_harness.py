@@ -40,6 +40,8 @@ from test_assignments import (  # noqa: E402
     run_course,
     submit_as,
 )
+from test_feedback import formgrader_page  # noqa: E402
+from test_feedback_browser import browser, screenshot, visit  # noqa: E402, F401 - browser is a fixture
 
 from rbtutor.grading.execute import BoundedExecute  # noqa: E402
 from rbtutor.grading.outputs import CapOutput  # noqa: E402
@@ -291,6 +293,92 @@ def wrong_all(nb, course):
     return nb
 
 
+PLANT_LINKS = """
+import os
+
+# the kernel replaces everything in its working folder by links into the course, hoping the
+# grader writes, chmods or copies through them after the kernel ends
+for name in os.listdir("."):
+    os.remove(name)
+for name, target in [("problem03.ipynb", "{course}/gradebook.db"), ("notes.html", "{course}/exercises"),
+                     ("timestamp.txt", "{course}/nbgrader_config.py"), ("extra.txt", "/etc/shadow")]:
+    os.symlink(target, name)
+print("links planted")
+"""
+
+MALFORMED = """
+kernel = get_ipython().kernel
+kernel.iopub_socket.send_multipart([b"<IDS|MSG>", b"not-a-signature", b"{{", b"{{", b"{{", b"{{"])
+import time
+time.sleep(1)
+"""
+
+OVERSIZED = """
+from IPython.display import display
+display({{"text/plain": "z" * 100_000_000}}, raw=True)
+"""
+
+HTML_INJECTION = ("<script>document.title = 'pwned-markdown'</script>\n"
+                  "<img src=x onerror=\"document.title='pwned-img'\">\n"
+                  "<a href=\"javascript:document.title='pwned-link'\">click</a>\n\n"
+                  "My working: $K = -m z_G u r$.")
+HTML_OUTPUT = ("from IPython.display import HTML, Javascript, display\n"
+               "display(HTML(\"<b>bold</b><script>document.title = 'pwned-output'</script>"
+               "<svg onload=\\\"document.title='pwned-svg'\\\"></svg>\"))\n"
+               "display(Javascript(\"document.title = 'pwned-js'\"))")
+
+
+def html_injection(nb, course):
+    nb = code_answered(nb)
+    at = index_of(nb, "p3_b_K_answer")
+    nb.cells[at:at] = [nbformat.v4.new_markdown_cell(HTML_INJECTION), new_code_cell(HTML_OUTPUT)]
+    return nb
+
+
+def source_copy(nb, course):
+    """The instructor's source notebook itself, markers and all."""
+    return source_nb()
+
+
+def source_without_markers(nb, course):
+    """The instructor's source with the solution markers taken out (model answers and all)."""
+    nb = source_nb()
+    for cell in nb.cells:
+        cell.source = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", "", cell.source, flags=re.M)
+    return nb
+
+
+def huge_cell(nb, course):
+    nb = code_answered(nb)
+    nb.cells.append(new_code_cell("x = 1\n" + "# " + "w" * 5_000_000))
+    return nb
+
+
+# What a student can leave in their exchange entry, applied after they submit: plant(entry, course)
+
+
+def plant_link_to_source(entry: Path, course: Path) -> None:
+    (entry / f"{NAME}.ipynb").unlink()
+    (entry / f"{NAME}.ipynb").symlink_to(course / "exercises" / NAME / f"{NAME}.ipynb")
+
+
+def plant_links_elsewhere(entry: Path, course: Path) -> None:
+    (entry / "notes.txt").symlink_to(course / "gradebook.db")
+    (entry / "data").symlink_to(course / "exercises")
+    outside = course.parent / "outside-secret.txt"
+    outside.write_text("OUTSIDE-SECRET")
+    os.link(outside, entry / "key.yaml")
+
+
+def plant_fifo(entry: Path, course: Path) -> None:
+    os.mkfifo(entry / "pipe.txt")
+
+
+def plant_flood(entry: Path, course: Path) -> None:
+    for k in range(5000):
+        (entry / f"zz{k:05d}.txt").write_text("x")
+
+
 # --------------------------------------------------------------- THE table of cases
 
 
@@ -385,6 +473,29 @@ CASES = {
     "snoop": (HOSTILE, "reads exercises/ and a classmate's submission, writes the gradebook, "
               "connects to 127.0.0.1; answers right", insert_after("p3_b_K", SNOOP), FULL,
               {"process", "forbidden_path"}),
+    # --- what the grading process itself is offered: files, links, copies, HTML, messages
+    "links_source": (HOSTILE, "the submitted notebook is a symbolic link to the instructor's source",
+                     honest(), {}, {"link_refused"}, plant_link_to_source),
+    "copies_source": (HOSTILE, "the instructor's source notebook handed in as is (markers and all)",
+                      source_copy, {}, {"source_copy"}),
+    "copies_unmarked": (HOSTILE, "the instructor's source with the solution markers removed",
+                        source_without_markers, {}, {"source_copy"}),
+    "links_elsewhere": (HOSTILE, "right answers; beside the notebook a link to the gradebook, a link to "
+                        "exercises/ and a hard link to a file outside", honest(), FULL,
+                        {"link_refused", "hard_link_refused"}, plant_links_elsewhere),
+    "fifo": (HOSTILE, "right answers and a fifo in the submission", honest(), FULL, {"special_file_refused"},
+             plant_fifo),
+    "file_flood": (HOSTILE, "right answers and 5000 extra files", honest(), FULL, {"too_many_files"},
+                   plant_flood),
+    "huge_cell": (HOSTILE, "right answers and a cell of 5 MB", huge_cell, FULL, {"cell_cut"}),
+    "plants_links": (HOSTILE, "replaces its working folder's files by links into the course; answers right",
+                     insert_after("p3_b_K", PLANT_LINKS), FULL, {"process"}),
+    "html_injection": (HOSTILE, "scripts, event handlers and javascript: links in markdown and outputs; "
+                       "answers right", html_injection, FULL, {"html_sanitised"}),
+    "malformed": (HOSTILE, "sends a kernel message with a forged signature after (b)",
+                  insert_after("p3_b_K", MALFORMED), ONLY_B, {"message_malformed", "cells_not_run"}),
+    "oversized": (HOSTILE, "sends a 100 MB kernel message after (b)",
+                  insert_after("p3_b_K", OVERSIZED), ONLY_B, {"kernel_unresponsive", "cells_not_run"}),
 }
 
 # cases whose report entry shows a bug of rbtutor (see the reason)
@@ -414,7 +525,11 @@ def hostile_class(tmp_path_factory):
     assert grader.release_assignment(NAME)["success"]
     for student, case in CASES.items():
         submit_as(course, student, NAME, lambda nb, answer=case[2]: answer(nb, course))
-    assert grader.collect(NAME)["success"]
+        if len(case) > 5:
+            entry = next((course / "exchange" / "rbtutor" / "inbound").glob(f"{student}+{NAME}+*"))
+            case[5](entry, course)
+    collected = run_course(course, "collect", NAME)
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     start = time.perf_counter()
     result = run_course(course, "grade")
     seconds = time.perf_counter() - start
@@ -452,7 +567,7 @@ def test_points_are_what_the_real_answers_earn(hostile_class, student):
 def test_integrity_report_names_the_hostile_only(hostile_class, student):
     course, report, _, _ = hostile_class
     entries = {e["student"]: e for e in json.loads((course / "integrity_report.json").read_text())}
-    kind, _, _, _, kinds = CASES[student]
+    kind, _, _, _, kinds = CASES[student][:5]
     entry = entries[student]
     seen = {e["kind"] for e in entry["events"]}
     text = report.read_text()
@@ -561,7 +676,7 @@ def test_no_process_outlives_grading(hostile_class):
 def test_failing_submission_feedback_leaks_no_reference(hostile_class):
     course, _, _, _ = hostile_class
     html = (course / "feedback" / "wrong_all" / NAME / f"{NAME}.html").read_text()
-    assert html.count("AnswerNotAccepted") >= len(AUTOGRADED)
+    assert html.count("<strong>Not accepted:</strong>") >= len(AUTOGRADED)
     text = re.sub(r"<(style|script)\b.*?</\1>", "", html, flags=re.S)
     hits = sorted(s for s in reference_strings() if re.search(r"(?<![\d.])" + re.escape(s) + r"(?!\d)", text))
     assert not hits, hits[:10]
@@ -688,3 +803,99 @@ def test_report_from_records(tmp_path):
     assert "## a / p\n\nnothing suspicious" in text
     assert "| p | 3 | t | deleted | 't' was missing \\| put back |" in text
     assert (tmp_path / "integrity_report.json").exists()
+
+
+# --------------------------------------------------------------- what the grading process was offered
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_grading_changed_nothing_outside_the_students_folders(hostile_class):
+    """Links planted in the exchange and in the kernel's folder wrote, chmodded or replaced nothing."""
+    from nbgrader.api import Gradebook
+
+    course, _, _, _ = hostile_class
+    source = Path("exercises") / NAME / f"{NAME}.ipynb"
+    assert _digest(course / source) == _digest(ROOT / source)
+    assert (course / "nbgrader_config.py").read_text().startswith((ROOT / "nbgrader_config.py").read_text())
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:  # still a gradebook, whole
+        assert len(gradebook.find_assignment(NAME).submissions) == len(CASES)
+    assert (course.parent / "outside-secret.txt").read_text() == "OUTSIDE-SECRET"
+    assert oct((course / "gradebook.db").stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_no_link_and_no_special_file_reaches_the_grader_s_folders(hostile_class):
+    course, _, _, _ = hostile_class
+    for folder in ("submitted", "autograded", "feedback", ".grading"):
+        for path in (course / folder).rglob("*"):
+            assert not path.is_symlink(), path
+            assert path.is_dir() or path.is_file(), path
+            if path.is_file():
+                assert path.stat().st_nlink == 1, path
+
+
+def test_feedback_folders_hold_only_what_the_grader_wrote(hostile_class):
+    course, _, _, _ = hostile_class
+    secrets = ["OUTSIDE-SECRET", "SQLite format", "BEGIN SOLUTION", "c = get_config"]
+    for student in CASES:
+        folder = course / "feedback" / student / NAME
+        assert sorted(p.name for p in folder.iterdir()) <= sorted([f"{NAME}.html", "timestamp.txt",
+                                                                   "submission_secret.txt"]), student
+        for path in folder.iterdir():
+            text = path.read_text(errors="replace")
+            assert not any(secret in text for secret in secrets), (student, path.name)
+
+
+@pytest.mark.parametrize("student", ["copies_source", "copies_unmarked", "links_source"])
+def test_a_copy_of_the_source_earns_nothing_and_its_text_is_not_graded(hostile_class, student):
+    course, _, _, _ = hostile_class
+    nb = autograded(course, student)
+    assert "BEGIN SOLUTION" not in json.dumps(nb)
+    written = [c for c in nb.cells if grade_meta(c).get("solution") and c.cell_type == "markdown"]
+    assert written and all("YOUR ANSWER HERE" in c.source for c in written)
+
+
+def test_oversized_and_malformed_messages_end_the_notebook_where_they_were_sent(hostile_class):
+    course, _, _, _ = hostile_class
+    for student in ("malformed", "oversized"):
+        outputs = [o for c in autograded(course, student).cells if c.cell_type == "code" for o in c.outputs]
+        assert any(o.get("ename") == "NotRun" for o in outputs), student
+        assert not any("z" * 1000 in o.get("text", "") for o in outputs), student
+
+
+def test_injected_html_is_gone_from_the_autograded_notebook_and_the_feedback(hostile_class):
+    from bs4 import BeautifulSoup
+
+    course, _, _, _ = hostile_class
+    nb = autograded(course, "html_injection")
+    # what a browser renders of the stored notebook: markdown cells and outputs
+    stored = json.dumps([c.source for c in nb.cells if c.cell_type == "markdown"]
+                        + [c.get("outputs", []) for c in nb.cells])
+    assert "<script" not in stored and "onerror" not in stored and "onload" not in stored
+    assert "javascript:" not in stored and "application/javascript" not in stored
+    page = (course / "feedback" / "html_injection" / NAME / f"{NAME}.html").read_text()
+    soup = BeautifulSoup(page, "html.parser")
+    assert not soup.find_all(["script", "iframe", "object", "embed", "form"])
+    for tag in soup.find_all(True):
+        assert not [a for a in tag.attrs if a.lower().startswith("on")], tag
+        assert "javascript:" not in str(tag.get("href", "")), tag
+    assert soup.find("math") is not None  # the student's formula still renders
+
+
+def test_injected_html_runs_nothing_in_a_browser(hostile_class, browser, tmp_path):  # noqa: F811 - fixture
+    """The real feedback page, and the Formgrader's rendering of the stored notebook, in Chromium."""
+    course, _, _, _ = hostile_class
+    page = course / "feedback" / "html_injection" / NAME / f"{NAME}.html"
+    state, _ = visit(browser, page)
+    assert state["pwned"] == "undefined" and "pwned" not in state["title"], state
+    assert [m for m in state["maths"] if m["w"] > 0 and m["h"] > 0], state["maths"]
+    screenshot(browser, "hostile-class-feedback.png")
+    formgrade = tmp_path / "formgrade.html"
+    formgrade.write_text(formgrader_page(autograded(course, "html_injection")))
+    state, _ = visit(browser, formgrade)
+    assert "pwned" not in state["title"] and state["pwned"] == "undefined", state
+    screenshot(browser, "hostile-class-formgrader.png")

@@ -264,8 +264,13 @@ def collect(layout: CourseLayout, assignment: str) -> int:
     if not inbound.is_dir():
         print(f"nothing to collect: {inbound} does not exist", file=sys.stderr)
         return 1
+    from ..grading.report import record_events
+
     results = take(inbound, layout.submitted(), assignment, sources=_sources(layout, assignment))
     for student, intake in results:
+        # what was refused in the exchange is in the integrity report until the next collect
+        record_events(layout.integrity / student / assignment / "_collect.json", student, assignment,
+                      "(exchange entry)", "collect", intake.events, fresh=True)
         refused = [e for e in intake.events]
         print(f"{student} {assignment}: {len(intake.taken)} file(s) taken"
               + (f", {len(refused)} problem(s): " + "; ".join(e["message"] for e in refused) if refused else ""))
