@@ -1,8 +1,17 @@
-"""Command line: ``python -m rbtutor key [--data FILE.yaml] [--format json|yaml|table]``.
+"""Command line: ``python -m rbtutor key|data ...``.
 
-Prints every answer of Problems 1-11 computed from the problem data: the
-reference data by default, or the reference data with ``FILE.yaml`` merged over
-it (a variant for another ship). Ids are ``p<problem>.<part>.<name>``.
+``key [--data FILE.yaml] [--student ID] [--format json|yaml|table]`` prints every
+answer of Problems 1-11 computed from the problem data: the reference data by
+default, or the reference data with ``FILE.yaml`` merged over it (a variant for
+another ship); with ``--student`` the key of that student's own variant
+(:mod:`rbtutor.problems.variants`). Ids are ``p<problem>.<part>.<name>``.
+
+``data --student ID [--data FILE.yaml]`` prints that student's data as YAML, in the
+format of ``reference_data.yaml`` (so it can be passed back with ``--data``).
+``data --class FILE --out FOLDER`` (or ``--students a,b,c``) writes the whole class:
+``FOLDER/<id>.yaml`` with each student's data, and ``FOLDER/key.csv`` with one row
+per student and answer id (``student,id,unit,value``, the value as JSON). ``FILE``
+lists one student id a line (blank lines and lines starting with ``#`` skipped).
 """
 
 from __future__ import annotations
@@ -46,13 +55,28 @@ def main(argv=None) -> int:
     key_cmd.add_argument("--format", choices=("json", "yaml", "table"), default="table")
     key_cmd.add_argument("--problem", type=int, action="append",
                          help="only this problem (1-11); repeat for several")
+    key_cmd.add_argument("--student", help="the key of this student's own variant")
+    data_cmd = sub.add_parser("data", help="print a student's problem data, or write a whole class's")
+    data_cmd.add_argument("--data", help="the course data (YAML merged over the reference data)")
+    who = data_cmd.add_mutually_exclusive_group(required=True)
+    who.add_argument("--student", help="print this student's data as YAML")
+    who.add_argument("--class", dest="class_file", help="file of student ids, one a line")
+    who.add_argument("--students", help="student ids separated by commas")
+    data_cmd.add_argument("--out", help="folder for a class: <id>.yaml per student and key.csv")
     args = parser.parse_args(argv)
 
-    from .problems import answer_key, load_data
+    if args.command == "data":
+        return _data_command(args)
+
+    from .problems import answer_key
+    from .problems.variants import load_course_data, student_key
 
     try:
-        data = load_data(args.data)
-        key = answer_key(data, args.problem)
+        data = load_course_data(args.data)
+        if args.student is not None:
+            key = student_key(data, args.student, args.problem)
+        else:
+            key = answer_key(data, args.problem)
     except (OSError, ValueError, KeyError) as exc:
         print(f"rbtutor key: {exc}", file=sys.stderr)
         return 2
@@ -65,6 +89,51 @@ def main(argv=None) -> int:
         print(yaml.safe_dump(plain, sort_keys=False, width=200), end="")
     else:
         print(_table(key))
+    return 0
+
+
+def _class_ids(args) -> list[str]:
+    if args.students is not None:
+        ids = [s.strip() for s in args.students.split(",")]
+    else:
+        with open(args.class_file, encoding="utf-8") as handle:
+            ids = [line.strip() for line in handle if line.strip() and not line.lstrip().startswith("#")]
+    ids = [i for i in ids if i]
+    bad = [i for i in ids if "/" in i or i in (".", "..") or i.startswith(".")]
+    if bad:
+        raise ValueError(f"expected plain student ids (no '/', not starting with '.'), got {bad}")
+    if len(set(ids)) != len(ids):
+        raise ValueError("a student id is listed twice")
+    return ids
+
+
+def _data_command(args) -> int:
+    import csv
+    from pathlib import Path
+
+    from .problems.variants import load_course_data, student_key, to_yaml, variant
+
+    try:
+        data = load_course_data(args.data)
+        if args.student is not None:
+            print(to_yaml(variant(data, args.student)), end="")
+            return 0
+        if not args.out:
+            raise ValueError("--out FOLDER is needed with --class or --students")
+        ids = _class_ids(args)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "key.csv").open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["student", "id", "unit", "value"])
+            for student in ids:
+                (out / f"{student}.yaml").write_text(to_yaml(variant(data, student)), encoding="utf-8")
+                for name, answer in student_key(data, student).items():
+                    writer.writerow([student, name, answer.unit, json.dumps(_plain(answer.value))])
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"rbtutor data: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(ids)} students: {out}/<id>.yaml and {out / 'key.csv'}")
     return 0
 
 
