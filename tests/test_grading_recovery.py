@@ -76,3 +76,32 @@ def test_interrupted_run_can_be_rerun(small_class, tmp_path):
     report = json.loads((small_class / "integrity_report.json").read_text())
     broken = next(e for e in report if e["student"] == "broken")
     assert "notebook_unreadable" in {e["kind"] for e in broken["events"]}
+
+
+def test_regrading_keeps_hand_grading_and_shows_overrides(small_class, tmp_path):
+    """A written part graded by hand stays graded after `make grade` runs again; grades.csv says what
+    is left to grade, and an autograded score changed by hand is listed, not hidden."""
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    course = tmp_path / "course"
+    shutil.copytree(small_class, course)
+    assert run_course(course, "grade").returncode == 0
+    url = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(url) as gradebook:  # what the Formgrader does when a grader saves a score
+        written = [g for g in gradebook.find_submission(NAME, "ann").notebooks[0].grades if g.needs_manual_grade]
+        assert written, "Problem 3 has written parts to grade by hand"
+        written[0].manual_score = written[0].max_score
+        auto = gradebook.find_grade("p3_b_K", NAME, NAME, "ann")
+        auto.manual_score = 0.5
+        gradebook.db.commit()
+        name, left = written[0].name, len(written) - 1
+    assert run_course(course, "grade").returncode == 0
+    with Gradebook(url) as gradebook:
+        grade = gradebook.find_grade(name, NAME, NAME, "ann")
+        assert not grade.needs_manual_grade and grade.score == grade.max_score
+    rows = {r["student"]: r for r in csv.DictReader((course / "grades.csv").open())}
+    assert rows["ann"]["written_parts"] == (f"to grade ({left})" if left else "done")
+    assert rows["ann"]["overridden"] == "p3_b_K 2->0.5"
+    assert rows["ben"]["overridden"] == ""

@@ -35,16 +35,58 @@ def generate(layout: CourseLayout) -> int:
 
 
 def export_grades(grader, path: Path) -> None:
-    """One row per student and assignment: score, maximum, and whether hand grading is pending."""
+    """One row per student and assignment: the score, its maximum, and the state of the hand grading.
+
+    ``written_parts``: ``done`` when every hand-graded part has a grade, else ``to grade (N)``.
+    ``overridden``: autograded parts whose score a grader changed by hand (the Formgrader allows it),
+    as ``grade_id auto->manual``, so that no override goes unseen.
+    """
     import csv
 
     with grader.gradebook as gradebook, path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student", "assignment", "score", "max_score", "needs_manual_grade"])
+        writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden"])
         for assignment in sorted(gradebook.assignments, key=lambda a: a.name):
             for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
+                grades = [g for nb in submission.notebooks for g in nb.grades]
+                pending = sum(1 for g in grades if g.needs_manual_grade)
+                overridden = [f"{g.name} {g.auto_score:g}->{g.manual_score:g}" for g in grades
+                              if g.auto_score is not None and g.manual_score is not None
+                              and g.manual_score != g.auto_score]
                 writer.writerow([submission.student.id, assignment.name, f"{submission.score:g}",
-                                 f"{submission.max_score:g}", submission.needs_manual_grade])
+                                 f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
+                                 "; ".join(overridden)])
+
+
+def _hand_grades(grader, assignment: str, student: str) -> tuple[object, dict[tuple[str, str], float]]:
+    """The submission's timestamp and the parts a grader has graded by hand: {(notebook, grade id): score}."""
+    from nbgrader.api import MissingEntry
+
+    with grader.gradebook as gradebook:
+        try:
+            submission = gradebook.find_submission(assignment, student)
+        except MissingEntry:
+            return None, {}
+        return submission.timestamp, {(nb.name, g.name): g.manual_score for nb in submission.notebooks
+                                      for g in nb.grades if g.manual_score is not None}
+
+
+def _keep_hand_grades(grader, assignment: str, student: str, before) -> None:
+    """After a re-grade of the same submission, hand-graded parts stay graded (nbgrader marks them
+    "needs manual grade" again although it keeps their scores)."""
+    timestamp, graded = before
+    if not graded:
+        return
+    with grader.gradebook as gradebook:
+        submission = gradebook.find_submission(assignment, student)
+        if submission.timestamp != timestamp:  # a new submission: its written parts need a new look
+            return
+        for nb in submission.notebooks:
+            for grade in nb.grades:
+                if (nb.name, grade.name) in graded and grade.needs_manual_grade:
+                    grade.manual_score = graded[(nb.name, grade.name)]
+                    grade.needs_manual_grade = False
+        gradebook.db.commit()
 
 
 _WORKER_API = {}
@@ -99,9 +141,11 @@ def _autograde_one(job: tuple[str, str, str]) -> tuple[str, str, str, float, str
     except (OSError, ValueError) as exc:
         return assignment, student, "NOT GRADED", time.perf_counter() - start, f"intake: {exc}"
     grader.coursedir.submitted_directory = str((layout.scratch / INTAKE).relative_to(layout.root))
+    before = _hand_grades(grader, assignment, student)
     result = grader.autograde(assignment, student, force=True)
     if not result["success"]:
         return assignment, student, "NOT GRADED", time.perf_counter() - start, result["log"][-800:]
+    _keep_hand_grades(grader, assignment, student, before)
     with grader.gradebook as gradebook:
         sub = gradebook.find_submission(assignment, student)
         summary = f"{sub.code_score:g}/{sub.max_code_score:g} autograded"
