@@ -10,8 +10,9 @@ Commands, in the order an instructor uses them:
 ``collect ASSIGNMENT``
     take the students' submissions from the exchange into ``submitted/``, each checked
     by the intake (links, special files, floods and source copies refused);
-``grade [--jobs N]``
+``grade [--jobs N | --scheduler ADDRESS]``
     autograde every submission, write feedback, ``grades.csv`` and the integrity report;
+    with ``--scheduler``, on the workers of a Dask cluster (:mod:`rbtutor.course.cluster`);
 ``return-feedback``
     put the feedback into the exchange for the students to fetch.
 """
@@ -37,6 +38,8 @@ def main(argv=None) -> int:
     grade = sub.add_parser("grade", help="autograde every submission, feedback, grades.csv, report")
     grade.add_argument("--jobs", type=int, default=None,
                        help="grade this many submissions at once (default: one per core, plus one)")
+    grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="grade on the workers of this Dask scheduler (tcp://host:8786) instead of here")
     sub.add_parser("return-feedback", help="put the feedback into the exchange")
     # --root is accepted after the command too (python -m rbtutor.course grade --root DIR)
     for command in sub.choices.values():
@@ -60,6 +63,12 @@ def main(argv=None) -> int:
     if args.command == "grade":
         if args.jobs is not None and args.jobs < 1:
             parser.error(f"--jobs must be at least 1, got {args.jobs}")
+        if args.scheduler:
+            if args.jobs is not None:
+                parser.error("--jobs and --scheduler exclude each other (a cluster has its own workers)")
+            from .cluster import grade_on_cluster
+
+            return grade_on_cluster(layout, args.scheduler)
         from .grade import grade as run
 
         return run(layout, args.jobs)

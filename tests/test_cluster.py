@@ -1,0 +1,298 @@
+"""`grade --scheduler`: a class graded on a real Dask cluster gets exactly the grades of a local run.
+
+A scheduler and two workers are started as separate processes on 127.0.0.1 from the
+environment's ``dask`` command (each worker one process, one thread, no nanny, so a killed
+worker stays dead as a lost machine would). A small class of Problem 3 (two honest students,
+one with every answer wrong, one hostile that tries to read the course and write the
+gradebook from its kernel, one slow) is graded locally and through the cluster, and every
+grade is compared: clean, with a worker SIGKILLed while it grades (the scheduler shows a
+grading task executing on it first), and with the client interrupted and run again. A
+scheduler that cannot be reached, and workers that cannot grade the course, end the command
+with status 2 and a message that says why, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import require_sandbox
+from test_assignments import ROOT, grade_of, run_course, submit_as
+from test_harness import AUTOGRADED, FULL, SNOOP, code_answered, insert_after, wrong_all
+
+from rbtutor.course import api
+
+NAME = "problem03"
+VENV_BIN = Path(sys.executable).parent
+# student: (answer(nb, course), points expected per autograded grade id; a missing id earns 0)
+CLASS = {
+    "ann": (lambda nb, course: code_answered(nb), FULL),
+    "ben": (lambda nb, course: code_answered(nb), FULL),
+    "wrong": (wrong_all, {}),
+    "snoop": (insert_after("p3_b_K", SNOOP), FULL),
+    # a few seconds of work, so that a grading task is surely running when a worker is killed
+    "slow": (insert_after("p3_b_K", "import time\ntime.sleep(4)"), FULL),
+}
+STARTUP_LIMIT = 60  # s, safety net for a scheduler or worker process to come up
+
+
+class DaskProcesses:
+    """A ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1, each a process of its own.
+
+    The scheduler listens on a port it chooses (written to a scheduler file, so no port is
+    guessed); workers have one thread and no nanny. ``prefix`` wraps a worker's command
+    (e.g. to start it in a mount namespace of its own). Stopped by :meth:`close`.
+    """
+
+    def __init__(self, folder: Path, workers: int = 2, worker_args=(), env=None):
+        self.folder = folder
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.scheduler_file = folder / "scheduler.json"
+        self.env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
+        self.procs: list[subprocess.Popen] = []
+        self.scheduler = self._start("scheduler", [str(VENV_BIN / "dask"), "scheduler", "--host", "127.0.0.1",
+                                                   "--port", "0", "--no-dashboard",
+                                                   "--scheduler-file", str(self.scheduler_file)])
+        deadline = time.monotonic() + STARTUP_LIMIT
+        while not self.scheduler_file.exists():  # written by the scheduler once it listens
+            assert self.scheduler.poll() is None, self.log("scheduler")
+            assert time.monotonic() < deadline, "the scheduler did not start"
+            time.sleep(0.1)
+        self.address = json.loads(self.scheduler_file.read_text())["address"]
+        self.workers = [self.add_worker(list(worker_args)) for _ in range(workers)]
+
+    def _start(self, name, argv, prefix=()):
+        log = open(self.folder / f"{name}.log", "w")
+        proc = subprocess.Popen([*prefix, *argv], stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                cwd=self.folder, start_new_session=True)
+        proc.name = name
+        self.procs.append(proc)
+        return proc
+
+    def add_worker(self, extra=(), prefix=()) -> subprocess.Popen:
+        name = f"worker{len(self.procs)}"
+        local = self.folder / name
+        local.mkdir()
+        return self._start(name, [str(VENV_BIN / "dask"), "worker", self.address, "--nthreads", "1",
+                                  "--nworkers", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard",
+                                  "--local-directory", str(local), "--name", name, *extra], prefix)
+
+    def log(self, name) -> str:
+        return (self.folder / f"{name}.log").read_text()[-3000:]
+
+    def client(self):
+        from distributed import Client
+
+        return Client(self.address, timeout=STARTUP_LIMIT, set_as_default=False)
+
+    def wait_for_workers(self, count: int) -> None:
+        with self.client() as client:
+            client.wait_for_workers(count, timeout=STARTUP_LIMIT)
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    require_sandbox()
+    processes = DaskProcesses(tmp_path / "dask")
+    try:
+        processes.wait_for_workers(2)
+        yield processes
+    finally:
+        processes.close()
+
+
+@pytest.fixture(scope="module")
+def small_class(tmp_path_factory):
+    """Problem 3 released and submitted by every student of CLASS (not yet graded)."""
+    require_sandbox()
+    tmp = tmp_path_factory.mktemp("cluster")
+    course = tmp / "course"
+    (course / "exercises").mkdir(parents=True)
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises" / NAME, course / "exercises" / NAME,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    grader = api(course)
+    assert grader.generate_assignment(NAME, force=True)["success"]
+    assert grader.release_assignment(NAME)["success"]
+    for student, (answer, _) in CLASS.items():
+        submit_as(course, student, NAME, lambda nb, answer=answer: answer(nb, course))
+    collected = run_course(course, "collect", NAME)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    return course
+
+
+@pytest.fixture(scope="module")
+def local_grades(small_class, tmp_path_factory):
+    """The class graded here, by the local worker pool: {(student, grade id): (score, max)}."""
+    course = tmp_path_factory.mktemp("local") / "course"
+    shutil.copytree(small_class, course, symlinks=True)
+    result = run_course(course, "grade")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    grades = grades_of(course)
+    for student, (_, expected) in CLASS.items():  # the local run itself is right
+        for grade_id, points in AUTOGRADED.items():
+            assert grades[student, grade_id] == (expected.get(grade_id, 0.0), points), (student, grade_id)
+    return grades
+
+
+def grades_of(course: Path) -> dict:
+    return {(student, grade_id): grade_of(course, NAME, student, grade_id)
+            for student in CLASS for grade_id in AUTOGRADED}
+
+
+def copy_class(small_class: Path, where: Path) -> Path:
+    course = where / "course"
+    shutil.copytree(small_class, course, symlinks=True)
+    return course
+
+
+def grade_command(course: Path, address: str) -> list[str]:
+    return [sys.executable, "-m", "rbtutor.course", "--root", str(course), "grade", "--scheduler", address]
+
+
+def check_run(course: Path, stdout: str) -> None:
+    """Every student graded, one progress line each, the report and grades.csv written."""
+    for student in CLASS:
+        assert f"{student} {NAME}: " in stdout and f"{student} {NAME}: NOT GRADED" not in stdout, stdout
+    assert f"[{len(CLASS)}/{len(CLASS)}]" in stdout
+    assert f"graded {len(CLASS)} submissions" in stdout
+    rows = (course / "grades.csv").read_text().splitlines()
+    assert sorted(r.split(",")[0] for r in rows[1:]) == sorted(CLASS)
+    for student in CLASS:
+        assert (course / "feedback" / student / NAME / f"{NAME}.html").is_file()
+    assert (course / "integrity_report.json").is_file()
+
+
+def test_cluster_grades_equal_local_grades(cluster, small_class, local_grades, tmp_path):
+    course = copy_class(small_class, tmp_path)
+    result = subprocess.run(grade_command(course, cluster.address), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "on 2 worker(s)" in result.stdout
+    check_run(course, result.stdout)
+    assert grades_of(course) == local_grades
+    # the hostile kernel was confined on the worker as it is locally: nothing read, nothing written
+    snoop = json.loads((course / "integrity_report.json").read_text())
+    events = {e["kind"] for entry in snoop if entry["student"] == "snoop" for e in entry["events"]}
+    assert "forbidden_path" in events
+    page = (course / "feedback" / "snoop" / NAME / f"{NAME}.html").read_text()
+    assert "('classmate', 'blocked')" in page.replace("&#x27;", "'").replace("&#39;", "'")
+    assert "('gradebook', 'blocked')" in page.replace("&#x27;", "'").replace("&#39;", "'")
+
+
+def executing_on(client) -> dict[str, list[str]]:
+    """Grading tasks executing right now, by worker address (asked of each worker, not guessed)."""
+    from rbtutor.course.cluster import _running_grading_tasks
+
+    return {address: keys for address, keys in client.run(_running_grading_tasks).items() if keys}
+
+
+def test_a_worker_killed_while_grading_changes_nothing(cluster, small_class, local_grades, tmp_path):
+    course = copy_class(small_class, tmp_path)
+    proc = subprocess.Popen(grade_command(course, cluster.address), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        with cluster.client() as client:
+            pids = client.run(os.getpid)
+            deadline = time.monotonic() + 300
+            while not (running := executing_on(client)):
+                assert proc.poll() is None, "the run ended before any task was seen running"
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            victim, keys = next(iter(running.items()))
+            assert set(client.processing()[victim]) >= set(keys)  # the scheduler agrees it runs there
+            os.kill(pids[victim], signal.SIGKILL)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    victim_proc = next(p for p in cluster.workers if p.pid == pids[victim])
+    assert victim_proc.wait(timeout=30) == -signal.SIGKILL
+    check_run(course, out)
+    assert grades_of(course) == local_grades
+    killed = keys[0].removeprefix(f"rbtutor-grade-{NAME}-")
+    assert out.count(f"] {killed} {NAME}: ") == 1, "the killed task is reported once"
+
+
+def test_interrupted_client_then_rerun_gives_the_same_grades(cluster, small_class, local_grades, tmp_path):
+    course = copy_class(small_class, tmp_path)
+    proc = subprocess.Popen(grade_command(course, cluster.address), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        while line and not line.startswith("[1/"):  # blocks until the first submission is graded
+            line = proc.stdout.readline()
+        assert line.startswith("[1/"), line
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)  # safety net: the interrupt ends the client at once
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0 and "submissions in" not in out, "the run was not interrupted"
+    rerun = subprocess.run(grade_command(course, cluster.address), capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    check_run(course, rerun.stdout)
+    assert grades_of(course) == local_grades
+
+
+def test_unreachable_scheduler_exits_2_and_writes_nothing(small_class, tmp_path):
+    import socket
+
+    course = copy_class(small_class, tmp_path)
+    before = {p: p.read_bytes() for p in course.rglob("*") if p.is_file()}
+    with socket.socket() as taken:  # a port of 127.0.0.1 that is bound and not listening
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        result = subprocess.run(grade_command(course, f"tcp://127.0.0.1:{port}"), capture_output=True,
+                                text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"cannot reach the Dask scheduler at 'tcp://127.0.0.1:{port}'" in result.stderr
+    after = {p: p.read_bytes() for p in course.rglob("*") if p.is_file()}
+    assert after == before, "nothing may be written when the scheduler cannot be reached"
+
+
+def test_workers_that_cannot_grade_are_refused_with_the_reason(small_class, tmp_path):
+    """A worker with two threads, and one that does not see the course folder (a tmpfs over it)."""
+    require_sandbox()
+    course = copy_class(small_class, tmp_path)
+    before = {p: p.read_bytes() for p in course.rglob("*") if p.is_file()}
+    processes = DaskProcesses(tmp_path / "dask", workers=0)
+    try:
+        processes.add_worker(["--nthreads", "2"])
+        hidden = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                  f'mount -t tmpfs none "{course}" && exec "$@"', "sh"]
+        probe = subprocess.run([*hidden, "true"], capture_output=True, text=True)
+        if probe.returncode == 0:
+            processes.add_worker(prefix=hidden)
+        processes.wait_for_workers(len(processes.procs) - 1)
+        result = subprocess.run(grade_command(course, processes.address), capture_output=True, text=True,
+                                timeout=300)
+    finally:
+        processes.close()
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "these workers cannot grade this course" in result.stderr
+    assert "2 threads; a worker grades one notebook at a time" in result.stderr
+    if probe.returncode == 0:
+        assert f"no {course / 'nbgrader_config.py'} on this worker" in result.stderr
+    else:
+        pytest.fail(f"could not start a worker without the course folder: {probe.stderr}")
+    after = {p: p.read_bytes() for p in course.rglob("*") if p.is_file()}
+    assert after == before
