@@ -145,6 +145,9 @@ def render(data: dict, exercises: Path) -> list[Path]:
                 if cell.source != wanted[grade_id]:
                     cell.source = wanted[grade_id]
                     changed.append(path)
+                if grade_id == HELPERS_ID and not cell.metadata.get("jupyter", {}).get("source_hidden"):
+                    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True  # shown collapsed
+                    changed.append(path)
         missing = set(wanted) - found
         if missing:
             raise ValueError(f"{path}: expected locked cells with grade_id {sorted(missing)}")

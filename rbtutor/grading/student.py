@@ -11,7 +11,9 @@ the grading kernel refuses). It defines
 * ``hand_in``: passes the value to the grader as one output of the MIME type of
   :mod:`rbtutor.grading.protocol`; nothing is judged in the kernel.
 
-A NameError in a test cell gets a hint about the answer cell that defines the name.
+A failed form check shows as one line, the student's problem first ("Form check failed:
+K should have shape (3,), got (4,); ..."), without the helper's internals; a NameError in a
+test cell gets a hint about the answer cell that defines the name.
 """
 
 # --- notebook cell ---
@@ -29,8 +31,15 @@ AUTOGRADING = os.environ.get("RBTUTOR_AUTOGRADING") == "1"  # True while the cou
 ANSWER_MIME = "application/vnd.rbtutor.answer+json"
 
 
-def _hint_for_missing_answer(shell, etype, value, tb, tb_offset=None):
-    """Add a hint to a NameError: usually an answer cell that was not run or not answered."""
+class FormCheckFailed(AssertionError):
+    """The form of an answer is wrong (type, shape, entries); the message says what to fix."""
+
+
+def _short_errors(shell, etype, value, tb, tb_offset=None):
+    """Show a failed form check as its message alone, and add a hint to a NameError."""
+    if issubclass(etype, FormCheckFailed):
+        shell._showtraceback(etype, value, [f"Form check failed: {value}"])
+        return
     hint = (f"Hint: {value}. Run the answer cell of this part and assign your answer to that name "
             "(a cell that still raises NotImplementedError has not been answered yet).")
     stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
@@ -38,45 +47,49 @@ def _hint_for_missing_answer(shell, etype, value, tb, tb_offset=None):
 
 
 if get_ipython() is not None:
-    get_ipython().set_custom_exc((NameError,), _hint_for_missing_answer)
+    get_ipython().set_custom_exc((NameError, FormCheckFailed), _short_errors)
+
+
+def _require(condition, message):
+    if not condition:
+        raise FormCheckFailed(message)
 
 
 def check_form(name, value, shape=None, symmetric=False, positive_definite=False,
                skew_symmetric=False, rotation=False, unit_quaternion=False, text=False):
-    """Raise AssertionError with a hint when the answer has the wrong form."""
+    """Raise FormCheckFailed, saying what to fix, when the answer has the wrong form."""
     if "rbtutor" in sys.modules:
         print("Warning: this notebook imports rbtutor, the instructor's library. It is not "
               "available while your work is graded, so compute everything yourself.", file=sys.stderr)
     if text:
-        assert isinstance(value, str) and value.strip(), f"{name} should be a non-empty string"
+        _require(isinstance(value, str) and value.strip(), f"{name} should be a non-empty string")
         return
-    assert value is not None, f"{name} is None: assign your answer to it"
+    _require(value is not None, f"{name} is None: assign your answer to it")
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise AssertionError(f"{name} should be a number or an array of numbers, "
-                             f"got {type(value).__name__}") from None
+        raise FormCheckFailed(f"{name} should be a number or an array of numbers, "
+                              f"got {type(value).__name__}") from None
     if shape is not None:
-        assert arr.size == int(np.prod(shape)) and arr.squeeze().shape == tuple(
-            s for s in shape if s != 1), (f"{name} should have shape {shape}, got {arr.shape}; "
-                                          "check which quantities you stacked")
+        _require(arr.size == int(np.prod(shape)) and arr.squeeze().shape == tuple(s for s in shape if s != 1),
+                 f"{name} should have shape {shape}, got {arr.shape}; check which quantities you stacked")
         arr = arr.reshape(shape)
-    assert np.all(np.isfinite(arr)), f"{name} has NaN or infinite entries; look for a division by zero"
+    _require(np.all(np.isfinite(arr)), f"{name} has NaN or infinite entries; look for a division by zero")
     if symmetric:
-        assert np.allclose(arr, arr.T, rtol=1e-9, atol=1e-9 * np.abs(arr).max()), (
-            f"{name} should be symmetric; compare the off-diagonal blocks "
-            "and the signs of the products of inertia")
+        _require(np.allclose(arr, arr.T, rtol=1e-9, atol=1e-9 * np.abs(arr).max()),
+                 f"{name} should be symmetric; compare the off-diagonal blocks "
+                 "and the signs of the products of inertia")
     if positive_definite:
-        assert np.all(np.linalg.eigvalsh((arr + arr.T) / 2) > 0), (
-            f"{name} should be positive definite (kinetic energy is positive for any motion)")
+        _require(np.all(np.linalg.eigvalsh((arr + arr.T) / 2) > 0),
+                 f"{name} should be positive definite (kinetic energy is positive for any motion)")
     if skew_symmetric:
-        assert np.allclose(arr, -arr.T, atol=1e-9 * max(np.abs(arr).max(), 1.0)), (
-            f"{name} should be skew-symmetric: C + C^T = 0 for any velocity; check the signs of its blocks")
+        _require(np.allclose(arr, -arr.T, atol=1e-9 * max(np.abs(arr).max(), 1.0)),
+                 f"{name} should be skew-symmetric: C + C^T = 0 for any velocity; check the signs of its blocks")
     if rotation:
-        assert np.allclose(arr.T @ arr, np.eye(3), atol=1e-9) and np.linalg.det(arr) > 0, (
-            f"{name} should be a rotation: orthonormal with determinant +1")
+        _require(np.allclose(arr.T @ arr, np.eye(3), atol=1e-9) and np.linalg.det(arr) > 0,
+                 f"{name} should be a rotation: orthonormal with determinant +1")
     if unit_quaternion:
-        assert abs(np.linalg.norm(arr) - 1.0) < 1e-6, f"{name} should be a unit quaternion (norm 1)"
+        _require(abs(np.linalg.norm(arr) - 1.0) < 1e-6, f"{name} should be a unit quaternion (norm 1)")
 
 
 def hand_in(answer_id, value):
@@ -88,5 +101,5 @@ def hand_in(answer_id, value):
             payload = {"id": answer_id, "value": np.asarray(value, dtype=float).tolist()}
         except (TypeError, ValueError):
             payload = {"id": answer_id, "unreadable": type(value).__name__}
-    note = f"{answer_id}: handed in, graded after submission"
+    note = f"{answer_id}: form checks passed; the value is graded after you submit"
     display({ANSWER_MIME: payload, "text/plain": note}, raw=True)
