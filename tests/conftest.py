@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -126,9 +127,12 @@ class Chromium(_Chromium):
         super().__init__(executable, profile, log_path, wrap=offline_argv)
 
 
-@pytest.fixture(scope="session")
-def chromium(built_book: Path):
-    """A headless Chromium (offline when possible) with one open tab; skip or fail if absent."""
+@contextlib.contextmanager
+def headless_chromium(log_name: str, *, block_web: bool = False):
+    """A headless Chromium with one open tab, closed afterwards; skip (locally) or fail (in CI) without one.
+
+    ``block_web`` also blocks every http(s) request, for pages that must load nothing.
+    """
     if not CHROMIUM.exists():
         reason = (
             f"{CHROMIUM} not found: install it with "
@@ -139,17 +143,26 @@ def chromium(built_book: Path):
         pytest.skip(reason)
     ARTIFACTS.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rbtutor-chromium-") as profile:
-        log_path = ARTIFACTS / "chromium.log"
+        log_path = ARTIFACTS / log_name
         browser = Chromium(CHROMIUM, Path(profile), log_path)
         try:
             try:
                 browser.open_page()
+                if block_web:
+                    browser.send("Network.setBlockedURLs", {"urls": ["http://*", "https://*"]})
             except CDPError as exc:
                 log = log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
                 pytest.fail(f"Chromium did not start: {exc}\n{log}", pytrace=False)
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="session")
+def chromium(built_book: Path):
+    """A headless Chromium (offline when possible) with one open tab, for the book's pages."""
+    with headless_chromium("chromium.log") as browser:
+        yield browser
 
 
 def require_sandbox() -> None:

@@ -13,12 +13,10 @@ blocked as well.
 from __future__ import annotations
 
 import base64
-import os
-import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ARTIFACTS, CHROMIUM, CDPError, Chromium
+from conftest import ARTIFACTS, headless_chromium
 from test_feedback import HOSTILE_HTML, SCORES, formgrader_page, hostile_notebook
 
 from rbtutor.grading.feedback import prerender_math, render_feedback, sanitize_notebook, write_feedback
@@ -87,26 +85,8 @@ def contrast(fg: list[float], bg: list[float]) -> float:
 @pytest.fixture(scope="module")
 def browser():
     """A headless Chromium of our own (the book's fixture would build the whole book first)."""
-    if not CHROMIUM.exists():
-        reason = (f"{CHROMIUM} not found: install it with "
-                  "`apt-get install -y --no-install-recommends chromium` to run the browser tests")
-        if os.environ.get("CI"):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    ARTIFACTS.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="rbtutor-feedback-chromium-") as profile:
-        log_path = ARTIFACTS / "chromium-feedback.log"
-        chromium = Chromium(CHROMIUM, Path(profile), log_path)
-        try:
-            try:
-                chromium.open_page()
-                chromium.send("Network.setBlockedURLs", {"urls": ["http://*", "https://*"]})
-            except CDPError as exc:
-                log = log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
-                pytest.fail(f"Chromium did not start: {exc}\n{log}", pytrace=False)
-            yield chromium
-        finally:
-            chromium.close()
+    with headless_chromium("chromium-feedback.log", block_web=True) as chromium:
+        yield chromium
 
 
 def visit(browser, path: Path) -> tuple[dict, list[dict]]:
