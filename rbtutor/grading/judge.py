@@ -61,9 +61,10 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
-from ..problems import PERIODS, PUBLISHED_KEY, Answer, answer_key, load_data, read_yaml
+from ..problems import PERIODS, PUBLISHED_KEY, Answer, answer_key, read_yaml
 from ..problems.printed import printed_half_unit, printed_value
 from .protocol import HAND_IN, handed_in
+from .report import Events, event
 
 ERRATA_PAGE = "the errata page of the book (book/errata)"
 
@@ -479,7 +480,10 @@ def _transposed_shape(submitted, reference: np.ndarray, refused: Verdict) -> Ver
 
 @lru_cache(maxsize=4)
 def _reference(data_file: str | None):
-    data = load_data(data_file)
+    # [H9 variants] the course data file may carry a `variants` section (per-student switch, salt)
+    from ..problems.variants import load_course_data
+
+    data = load_course_data(data_file)
     return data, answer_key(data)
 
 
@@ -488,11 +492,85 @@ def course_reference(data_file: str | Path | None = None):
     return _reference(str(data_file) if data_file and Path(data_file).exists() else None)
 
 
-class JudgeAnswers(NbGraderPreprocessor):
-    """Replace the outputs of each hand-in test cell by the grader's verdict."""
+def _variants_on(data: dict) -> bool:
+    from ..problems.variants import per_student
+
+    return per_student(data)
+
+
+class JudgeAnswers(Events, NbGraderPreprocessor):
+    """Replace the outputs of each hand-in test cell by the grader's verdict.
+
+    [H9 variants] When the course data switches per-student variants on
+    (``variants: {per_student: true}``, see :mod:`rbtutor.problems.variants`), each
+    answer is judged against the key of the submitting student's own variant
+    (``resources["nbgrader"]["student"]``). A failed answer that the key of another
+    student of the class (the gradebook's students) or the course's own data (and the
+    reference data the book prints) would accept is reported as an integrity event,
+    ``fits_other_student`` or ``fits_reference``, naming whose numbers it fits.
+    """
+
+    stage = "judge"
 
     data_file = Unicode("", help="problem data of a rendered variant (exercises/problem_data.yaml); "
                         "the reference data when empty or when the file does not exist").tag(config=True)
+    report_dir = Unicode("", help="folder of the integrity events").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        # [H9 variants] who is graded, and where the class is listed; events of this stage
+        info = resources.get("nbgrader") or {}
+        self._student = info.get("student")
+        self._db_url = info.get("db_url")
+        self._classmates = None
+        self._events = []
+        nb, resources = super().preprocess(nb, resources)
+        if self._student is not None:
+            self._store(resources, self._events)
+        return nb, resources
+
+    def _key_for(self, answer_id: str):
+        """``(data, key)`` the answer is judged with: the course's, or the student's own variant's."""
+        from ..problems.variants import per_student, problem_of, student_key
+
+        data, key = course_reference(self.data_file)
+        student = getattr(self, "_student", None)
+        if student is None or not per_student(data):
+            return data, key
+        return data, student_key(data, student, [problem_of(answer_id)])
+
+    def _classmates_of(self) -> list[str]:
+        """The other students of the gradebook (read once per notebook, only when an answer fails)."""
+        if self._classmates is None:
+            self._classmates = []
+            if self._db_url:
+                from nbgrader.api import Gradebook
+
+                with Gradebook(self._db_url) as gradebook:
+                    self._classmates = sorted(s.id for s in gradebook.students if s.id != self._student)
+        return self._classmates
+
+    def _fits_others(self, answer_id: str, submitted, data) -> list[dict]:
+        """Integrity events for a failed answer that another student's or the reference key accepts."""
+        from ..problems.variants import MAX_CLASS, problem_of, student_key
+
+        problem = problem_of(answer_id)
+        found = []
+        references = [("the course data", answer_key(data, [problem]))]
+        book = _reference(None)
+        if data != book[0]:
+            references.append(("the reference data of the book", answer_key(book[0], [problem])))
+        for whose, other in references:
+            if answer_id in other and judge(answer_id, submitted, key=other).passed:
+                found.append(event("fits_reference", f"{answer_id}: the answer is wrong for this student's "
+                                   f"data but right for {whose}", grade_id=answer_id, whose=whose))
+                break
+        for classmate in self._classmates_of()[:MAX_CLASS]:
+            other = student_key(data, classmate, [problem])
+            if answer_id in other and judge(answer_id, submitted, key=other).passed:
+                found.append(event("fits_other_student", f"{answer_id}: the answer is wrong for this student's "
+                                   f"data but right for the data of {classmate}", grade_id=answer_id,
+                                   whose=classmate))
+        return found
 
     def preprocess_cell(self, cell, resources, cell_index):
         meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -502,7 +580,7 @@ class JudgeAnswers(NbGraderPreprocessor):
         if match is None:
             return cell, resources
         answer_id = match.group(1)
-        data, key = course_reference(self.data_file)
+        data, key = self._key_for(answer_id)  # [H9 variants] the student's own key when switched on
         payload = handed_in(cell, answer_id)
         if payload is None:
             errors = [o for o in cell.outputs if o.get("output_type") == "error"]
@@ -517,6 +595,12 @@ class JudgeAnswers(NbGraderPreprocessor):
             else:
                 submitted = object()
             verdict = judge(answer_id, submitted, key=key, data=data)
+            # [H9 variants] a wrong answer that fits someone else's numbers goes to the integrity report
+            if (not verdict.passed and getattr(self, "_student", None) is not None
+                    and verdict.diagnosis not in ("not_numeric", "not_text", "not_finite", "shape")
+                    and _variants_on(data)):
+                for found in self._fits_others(answer_id, submitted, data):
+                    self._events.append({**found, "cell": cell_index})
             message = f"{answer_id}: {verdict.message}"
             cell.outputs = ([new_output("stream", name="stdout", text=message + "\n")] if verdict.passed
                             else [self._error(message)])

@@ -6,14 +6,18 @@ in the sanitize stage of autograding, before the notebook runs.
 
 from __future__ import annotations
 
+import re
 import uuid
+from types import SimpleNamespace
 
 from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import OverwriteCells
+from nbgrader.utils import compute_checksum
 from traitlets import Bool, Unicode
 
 from .outputs import cut
+from .protocol import DATA_ID
 from .report import Events, event, grading_meta
 
 # --------------------------------------------------------------------------- sanitize
@@ -33,6 +37,8 @@ class RestoreCells(Events, OverwriteCells):
     stage = "restore"
 
     add_missing_cells = Bool(True, help="put deleted grade and locked cells back").tag(config=True)
+    data_file = Unicode("", help="[H9 variants] the course data (for per-student data cells); empty: the "
+                        "JudgeAnswers.data_file of the same configuration").tag(config=True)
     report_dir = Unicode("", help="folder of the integrity events").tag(config=True)
 
     def preprocess(self, nb, resources):
@@ -46,6 +52,7 @@ class RestoreCells(Events, OverwriteCells):
             source_nb = gradebook.find_notebook(self.notebook_id, self.assignment_id)
             order = [c.name for c in source_nb.source_cells]
             source = {c.name: c for c in source_nb.source_cells}
+            self._personal_data_cell(source, resources)  # [H9 variants]
             points = {c.name: float(c.max_score) for c in source_nb.grade_cells}
             solutions = {c.name for c in source_nb.solution_cells}
             tasks = {c.name for c in source_nb.task_cells}
@@ -76,6 +83,45 @@ class RestoreCells(Events, OverwriteCells):
         self.gradebook = None
         self._store(resources, events, fresh=fresh)
         return nb, resources
+
+    # [H9 variants] ---------------------------------------------------------------------
+    def _data_file(self) -> str:
+        """``data_file``, else the one configured for JudgeAnswers (the course's), else none."""
+        if self.data_file:
+            return self.data_file
+        try:
+            section = self.config.JudgeAnswers
+            return str(section.data_file) if "data_file" in section else ""
+        except AttributeError:
+            return ""
+
+    def _personal_data_cell(self, source: dict, resources) -> None:
+        """With variants on, the locked data cell is restored to the student's own numbers.
+
+        ``source[DATA_ID]`` is replaced by a stand-in with the source
+        :class:`rbtutor.course.personal.PersonalFetchAssignment` writes for this student,
+        and its checksum, so that the student's untouched cell counts as untouched.
+        """
+        from ..problems.variants import per_student, variant
+        from .judge import course_reference
+
+        student = (resources.get("nbgrader") or {}).get("student")
+        src = source.get(DATA_ID)
+        if student is None or src is None:
+            return
+        data, _ = course_reference(self._data_file() or None)
+        if not per_student(data):
+            return
+        match = re.match(r"#\s*Problem\s+(\d+)\s+data\b", src.source)
+        if match is None:
+            raise ValueError(f"the {DATA_ID} cell of the source does not start with '# Problem N data'")
+        from ..course.render import data_source  # the one renderer of data cells (imported late: course uses grading)
+
+        text = data_source(int(match.group(1)), variant(data, student))
+        probe = NotebookNode({"cell_type": src.cell_type, "source": text, "metadata": {"nbgrader": {
+            "grade": False, "solution": False, "locked": bool(src.locked), "grade_id": src.name}}})
+        source[DATA_ID] = SimpleNamespace(name=src.name, cell_type=src.cell_type, locked=src.locked,
+                                          source=text, checksum=compute_checksum(probe))
 
     def _keepers(self, nb, source, solutions, events):
         """For each known id, the one cell that keeps it."""

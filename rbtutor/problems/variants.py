@@ -21,6 +21,9 @@ reference data, so :func:`rbtutor.problems.load_data` would refuse it).
 
 How the numbers vary (relative to the course data; zeros stay zero, signs never change)
 --------------------------------------------------------------------------------------
+Each range below is that of the factor drawn; rounding to the printed precision then
+moves a number by at most half a rounding step (under 5 % of it everywhere).
+
 One ship per student (Problems 1-7, 9, 10 and the crane point of 11):
 
 * ``vessel.mass`` within 15 %, 3 significant figures; ``vessel.r_g`` x and z within
@@ -44,9 +47,10 @@ One ship per student (Problems 1-7, 9, 10 and the crane point of 11):
   axis), spin rate and initial rates within 15 % (2 significant figures); redrawn
   until the spin about y flips sign as often within ``t_end`` as for the course data
   (the notebook asks for that many flip times).
-* ``euler`` (Problem 11): the attitude within 15 % (to 0.01 rad), the body rate of (c)
-  within 15 % (2 significant figures), the node position and velocity within 15 %
-  (to 0.1 m and 0.1 m/s). The logged parameters, the node parameters and both sets of
+* ``euler`` (Problem 11): the attitude within 15 % (2 significant figures, 3 for the
+  heading), the body rate of (c) within 15 % (2 significant figures), the node position
+  within 15 % (3 significant figures, 2 for its height) and velocity within 15 % (to
+  0.1 m/s). The logged parameters, the node parameters and both sets of
   parameter rates are made, as in the reference data, from angles and body rates
   varied within 15 % (to 0.01 rad and 0.001 rad/s), and printed to 6 decimals; the
   rates are tangent to the unit sphere at their parameters.
@@ -84,6 +88,8 @@ RESERVED_IDS = frozenset({"", "reference"})
 MAX_CHANGE = 0.15
 #: redraws of one section before giving up (a valid draw comes within a few)
 MAX_DRAWS = 200
+#: at most this many classmates are tried when the grader looks for whose numbers a wrong answer fits
+MAX_CLASS = 1000
 
 # The angles (rad, z-y-x) and body rates (rad/s) from which the reference's Euler parameters
 # and their rates were made; a variant varies these and rebuilds the parameters from them.
@@ -239,7 +245,7 @@ def _draw_euler(rng, ref: dict) -> dict:
     from ..euler_parameters import from_euler_angles, g_matrix_body
 
     e = dict(ref)
-    e["attitude"] = _vary(rng, ref["attitude"], 0.15, ("step", 0.01))
+    e["attitude"] = _vary_vector_mixed(rng, ref["attitude"], [("sig", 2), ("sig", 2), ("sig", 3)])
     q = from_euler_angles(*e["attitude"])
     given = from_euler_angles(*_vary(rng, list(_EULER_SEEDS["given_angles"]), 0.15, ("step", 0.01)))
     if given @ np.asarray(ref["theta_given"], dtype=float) < 0.0:
@@ -248,7 +254,7 @@ def _draw_euler(rng, ref: dict) -> dict:
     w = np.array(_vary(rng, list(_EULER_SEEDS["rates_omega_body"]), 0.15, ("step", 0.001)))
     e["theta_dot"] = [round(float(c), 6) for c in g_matrix_body(q).T @ w / 4.0]
     e["omega_body"] = _vary(rng, ref["omega_body"], 0.15, ("sig", 2))
-    e["node_position"] = _vary(rng, ref["node_position"], 0.15, ("step", 0.1))
+    e["node_position"] = _vary_vector_mixed(rng, ref["node_position"], [("sig", 3), ("sig", 3), ("sig", 2)])
     node = from_euler_angles(*_vary(rng, list(_EULER_SEEDS["node_angles"]), 0.15, ("step", 0.01)))
     e["node_theta"] = [round(float(c), 6) for c in node]
     e["node_velocity"] = _vary(rng, ref["node_velocity"], 0.15, ("step", 0.1))
