@@ -7,10 +7,14 @@
 * make grade: ``rbtutor.course.grade`` with its default number of workers (the sandbox,
   the intake, the judge, sanitised feedback, the integrity report);
 * floor: the same worker pool executing one empty notebook per submission in the confined
-  kernel (start, run, stop): what parallel grading cannot go below.
+  kernel (start, run, stop): what parallel grading cannot go below;
+* cluster, 1 and 2 workers: ``grade --scheduler`` (:mod:`rbtutor.course.cluster`) through a
+  ``dask scheduler`` and one or two ``dask worker`` processes (one thread each) started on this
+  machine, and the scheduler's own cost per task: trivial tasks sent through the same cluster,
+  all at once (throughput) and one after another (round trip).
 
-Every student hands in the reference solution. For each: wall time per notebook and the
-CPU time of the whole machine (from /proc/stat) per notebook. Targets on the course
+Every student hands in the key's computations (in their own text). For each: wall time per
+notebook and CPU time per notebook (this process and all it started, from getrusage). Targets on the course
 machine (2 cores): `make grade` at least 4 times faster than stock nbgrader (issue 9:
 "keep or improve it"), and within 1.5 times the floor per notebook.
 
@@ -131,15 +135,70 @@ def timed_stock(template: Path, where: Path) -> float:
     return time.perf_counter() - start
 
 
-def cpu_seconds() -> float:
-    """CPU time used by the whole machine so far (all processes, user + system), from /proc/stat."""
+def timed_cluster(template: Path, where: Path, workers: int) -> tuple[float, float]:
+    """The class graded by ``grade --scheduler`` on ``workers`` local Dask workers: (wall, CPU) seconds.
+
+    The scheduler and workers are started before the clock starts (their start-up is not
+    grading); the CPU time is that of the whole machine while the class is graded.
+    """
+    sys.path.insert(0, str(ROOT / "tests"))
+    from dask_processes import DaskProcesses
+
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.cluster import grade_on_cluster
+
+    shutil.copytree(template, where)
+    processes = DaskProcesses(where.parent / f"{where.name}-dask", workers=workers)
     try:
-        with open("/proc/stat") as handle:
-            ticks = [int(v) for v in handle.readline().split()[1:]]
-    except OSError:
-        return float("nan")
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+        processes.wait_for_workers(workers)
+        cpu, start = cpu_seconds(), time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            status = grade_on_cluster(CourseLayout(where), processes.address)
+        wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+    finally:
+        processes.close()
+    if status != 0:
+        sys.exit(f"grade --scheduler failed on the benchmark class with {workers} worker(s)")
+    return wall, cpu
+
+
+def _trivial(value: int) -> int:
+    return value + 1
+
+
+def scheduler_overhead(folder: Path, tasks: int = 400, workers: int = 2) -> tuple[float, float]:
+    """Seconds per trivial task through a local scheduler and workers: (all at once, one at a time)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from dask_processes import DaskProcesses
+    from distributed import wait
+
+    processes = DaskProcesses(folder, workers=workers)
+    try:
+        processes.wait_for_workers(workers)
+        with processes.client() as client:
+            client.submit(_trivial, -1, pure=False).result()  # the function and connections warmed up
+            start = time.perf_counter()
+            wait([client.submit(_trivial, k, pure=False) for k in range(tasks)])
+            batch = (time.perf_counter() - start) / tasks
+            start = time.perf_counter()
+            for k in range(tasks // 4):
+                client.submit(_trivial, k, pure=False).result()
+            serial = (time.perf_counter() - start) / (tasks // 4)
+    finally:
+        processes.close()
+    return batch, serial
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and every child process it has waited for.
+
+    Kernels, workers and nbgrader commands are all descendants that end before a run returns,
+    so the difference across a run is that run's CPU, whatever else the machine is doing.
+    """
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main() -> None:
@@ -152,20 +211,31 @@ def main() -> None:
         runs = {}
         plan = [("stock nbgrader (CLI, python3 kernel, serial)", timed_stock, (template, Path(tmp) / "stock")),
                 ("make grade", timed_grade, (template, Path(tmp) / "grade")),
-                ("floor: same pool, empty notebooks", floor_seconds, (count, jobs))]
+                ("floor: same pool, empty notebooks", floor_seconds, (count, jobs)),
+                ("cluster: grade --scheduler, 1 worker", timed_cluster, (template, Path(tmp) / "cluster1", 1)),
+                ("cluster: grade --scheduler, 2 workers", timed_cluster, (template, Path(tmp) / "cluster2", 2))]
         for label, run, args in plan:
             cpu = cpu_seconds()
             wall = run(*args)
-            runs[label] = (wall / count, (cpu_seconds() - cpu) / count)
+            if isinstance(wall, tuple):  # the run measured its own CPU (cluster start-up left out)
+                wall, used = wall
+            else:
+                used = cpu_seconds() - cpu
+            runs[label] = (wall / count, used / count)
+        batch, serial = scheduler_overhead(Path(tmp) / "overhead")
     print(f"class: {STUDENTS} students x {count // max(STUDENTS, 1)} assignments = {count} notebooks; "
           f"{cores} cores; make grade uses {jobs} workers")
     print(f"{'per notebook':<52} {'wall':>8} {'CPU':>8}")
     for label, (wall, cpu) in runs.items():
         print(f"{label:<52} {wall:7.2f}s {cpu:7.2f}s")
-    stock, grade, floor = (runs[k][0] for k in runs)
+    print(f"{'scheduler overhead per trivial task, 2 workers':<52} {batch * 1e3:6.2f}ms all at once, "
+          f"{serial * 1e3:.2f}ms round trip")
+    stock, grade, floor, cluster1, cluster2 = (runs[k][0] for k in runs)
     rows = [("stock nbgrader / make grade (wall)", stock / grade, f">= {STOCK_TARGET}",
              stock / grade >= STOCK_TARGET),
             ("make grade / floor (wall)", grade / floor, f"<= {FLOOR_TARGET}", grade / floor <= FLOOR_TARGET)]
+    print(f"cluster: 2 workers / 1 worker (throughput) {cluster1 / cluster2:.2f}x; "
+          f"2 workers / make grade (wall) {cluster2 / grade:.2f}x")
     print(f"{'ratio':<52} {'value':>8} {'target':>9}")
     for name, value, target, ok in rows:
         print(f"{name:<52} {value:7.2f}x {target:>9}  {'PASS' if ok else 'FAIL'}")

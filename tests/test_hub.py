@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-artifacts" / "hub"
-CHROMIUM = Path("/usr/bin/chromium")
 sys.path.insert(0, str(ROOT / "hub"))
 import hubctl  # noqa: E402
 
