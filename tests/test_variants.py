@@ -288,8 +288,10 @@ def check_key(sid, v, key, f):
     tensor_g = np.asarray(f["parallel"](i_g, m, r_g - new_g), float) + np.asarray(
         f["parallel"]([0.0] * 6, ld["mass"], np.asarray(ld["position"]) - new_g), float)
     close("p9.b.I_G", tensor_g, atol=1e-2)
-    close("p9.d.K", -total * new_g[2] * t["nu"][0] * t["nu"][5], rtol=1e-12)
-    close("p9.d.phi_deg", math.degrees(total * new_g[2] * t["nu"][0] * t["nu"][5] / (total * g * ld["gm"])))
+    loaded_o = values_of(np.asarray(f["parallel"](values_of(tensor_g), total, new_g), float))
+    roll9 = float(np.asarray(f["forces"](total, new_g, loaded_o, t["nu"], np.zeros(6)), float).ravel()[3])
+    close("p9.d.K", roll9, atol=1e-6)
+    close("p9.d.phi_deg", math.degrees(-roll9 / (total * g * ld["gm"])))
     # Problem 11 (a), (b), (d): scipy's Rotation (scalar last) and quaternion products
     e = v["euler"]
     phi, theta, psi = e["attitude"]
@@ -408,6 +410,7 @@ def graded_class(tmp_path_factory):
     from rbtutor.course.render import data_source
 
     course = make_course(tmp_path_factory.mktemp("variants"))
+    course_data = load_course_data(course / "exercises" / "problem_data.yaml")  # salt "test"
     generated = run_course(course, "generate")
     assert generated.returncode == 0, generated.stdout + generated.stderr
     assert api(course).release_assignment("problem03")["success"]
@@ -420,7 +423,7 @@ def graded_class(tmp_path_factory):
     for student, whose in (("copier", "bob"), ("booker", "")):
         nb = answered(nbformat.read(fetched[student], as_version=4), source)
         at = nb.cells.index(data_cell(nb)) + 1
-        nb.cells.insert(at, new_code_cell("\n".join(data_source(3, variant(DATA, whose)).splitlines()[2:])))
+        nb.cells.insert(at, new_code_cell("\n".join(data_source(3, variant(course_data, whose)).splitlines()[2:])))
         submit(course, student, nb)
     collected = run_course(course, "collect", "problem03")
     assert collected.returncode == 0, collected.stdout + collected.stderr

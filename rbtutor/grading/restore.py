@@ -10,7 +10,7 @@ import re
 import uuid
 from types import SimpleNamespace
 
-from nbformat.notebooknode import NotebookNode
+from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import OverwriteCells
 from nbgrader.utils import compute_checksum
@@ -118,7 +118,7 @@ class RestoreCells(Events, OverwriteCells):
         from ..course.render import data_source  # the one renderer of data cells (imported late: course uses grading)
 
         text = data_source(int(match.group(1)), variant(data, student))
-        probe = NotebookNode({"cell_type": src.cell_type, "source": text, "metadata": {"nbgrader": {
+        probe = from_dict({"cell_type": src.cell_type, "source": text, "metadata": {"nbgrader": {
             "grade": False, "solution": False, "locked": bool(src.locked), "grade_id": src.name}}})
         source[DATA_ID] = SimpleNamespace(name=src.name, cell_type=src.cell_type, locked=src.locked,
                                           source=text, checksum=compute_checksum(probe))
