@@ -490,3 +490,20 @@ def test_the_integrity_report_names_whose_numbers_were_used(graded_class):
     for student in ("alice", "bob"):
         restore = [ev for ev in by_student[student]["events"] if ev["stage"] == "restore"]
         assert restore == [], restore
+
+
+def test_render_keeps_the_variants_section_and_shows_the_course_numbers(tmp_path):
+    """`python -m rbtutor.course render --data FILE` with a variants section: saved, and the source shows
+    the course's own numbers (the instructor's variant)."""
+    from rbtutor.course.layout import CourseLayout
+    from rbtutor.course.render import data_source, render_course
+    from rbtutor.problems.variants import per_student
+
+    shutil.copytree(ROOT / "exercises" / "problem03", tmp_path / "exercises" / "problem03")
+    (tmp_path / "ship.yaml").write_text("variants: {per_student: true, salt: x}\nturn: {gm: 1.7}\n")
+    layout = CourseLayout(tmp_path)
+    render_course(layout, str(tmp_path / "ship.yaml"))
+    saved = load_course_data(layout.data_file)
+    assert per_student(saved) and saved["variants"]["salt"] == "x" and saved["turn"]["gm"] == 1.7
+    nb = nbformat.read(tmp_path / "exercises" / "problem03" / "problem03.ipynb", as_version=4)
+    assert data_cell(nb).source == data_source(3, {**DATA, "turn": {**DATA["turn"], "gm": 1.7}})
