@@ -184,8 +184,16 @@ def test_every_variant_is_sensible(variants):
         flips = integrate_spin(inertia, v["module"]["omega0"], v["module"]["t_end"], component=1).t_events[0]
         if len(flips) != 2:
             problems.append(f"{sid}: {len(flips)} flips")
-        if set(student_key(DATA, sid)) != ids:
+        key = student_key(DATA, sid)
+        if set(key) != ids:
             problems.append(f"{sid}: the key's ids differ from the course's")
+            continue
+        # what the written parts' model answers say holds for every student's numbers
+        nu_dot6 = key["p6.b.nu_dot"].value
+        if not (nu_dot6[2] < 0 < nu_dot6[4] and key["p3.c.phi_deg"].value < 0 < key["p3.d.phi_deg"].value
+                and 0 < key["p9.d.heel_ratio"].value < 1
+                and np.array_equal(np.sign(key["p9.a.shift"].value), [-1, 1, 1])):
+            problems.append(f"{sid}: a sign or comparison of the written parts' model answers changed")
     assert not problems, "\n".join(problems[:40])
     assert len(seen) == len(variants), "two students got the same ship"
 
