@@ -1,0 +1,121 @@
+"""The gradebook on a PostgreSQL server: two graders at once, the same grades as SQLite, nothing lost.
+
+A small class of Problem 3 (``ann`` answers with the key's computations, ``ben`` hands in
+wrong values of the right shape, ``cat`` hands in the blank notebook) is collected once,
+then graded twice:
+
+* with the default SQLite gradebook, in one ``python -m rbtutor.course grade`` run;
+* with ``RBTUTOR_GRADEBOOK`` naming a database on a real PostgreSQL server (tests/postgres.py),
+  by two graders started together, each in its own copy of the course folder holding one
+  half of the class (``ann`` and ``ben``; ``cat``), as two teaching assistants would.
+
+Every grade of every student must be the same in both gradebooks, and the PostgreSQL
+gradebook must hold each student, submission, notebook and grade exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from postgres import postgres_server  # noqa: F401 - the fixture
+from test_assignments import ROOT, all_wrong, answered, run_course, submit_as
+
+from rbtutor.course import api
+
+NAME = "problem03"
+HALVES = (("ann", "ben"), ("cat",))
+
+
+def grades(url: str) -> dict[tuple[str, str], tuple]:
+    """{(student, grade id): (score, max score, needs manual grade)} of every grade in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    found = {}
+    with Gradebook(url, course_id="rbtutor") as gradebook:
+        for submission in gradebook.find_assignment(NAME).submissions:
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    key = (submission.student.id, grade.name)
+                    assert key not in found, f"{key} twice"
+                    found[key] = (grade.score, grade.max_score, grade.needs_manual_grade)
+    return found
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory):
+    """A course folder with Problem 3 only, released and collected from three students."""
+    if not (ROOT / "exercises" / NAME).is_dir():
+        pytest.skip("Problem 3 is not among the assignments")
+    course = tmp_path_factory.mktemp("pg") / "course"
+    (course / "exercises").mkdir(parents=True)
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises" / NAME, course / "exercises" / NAME,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    generated = run_course(course, "generate")
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    assert api(course).release_assignment(NAME)["success"]
+    source = course / "exercises" / NAME / f"{NAME}.ipynb"
+    submit_as(course, "ann", NAME, lambda nb: answered(nb, source))
+    submit_as(course, "ben", NAME, lambda nb: all_wrong(nb, source))
+    submit_as(course, "cat", NAME, lambda nb: nb)
+    taken = run_course(course, "collect", NAME)
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["ann", "ben", "cat"]
+    return course
+
+
+def test_two_graders_on_postgresql_give_the_sqlite_grades(collected, postgres_server, tmp_path):  # noqa: F811
+    # the reference: SQLite, one grader
+    reference_course = tmp_path / "sqlite"
+    shutil.copytree(collected, reference_course)
+    result = run_course(reference_course, "grade")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    reference = grades(f"sqlite:///{reference_course / 'gradebook.db'}")
+
+    url = postgres_server.create_database("two_graders")
+    env = {**os.environ, "RBTUTOR_GRADEBOOK": url}
+    folders = []
+    for k, half in enumerate(HALVES):
+        folder = tmp_path / f"grader{k}"
+        shutil.copytree(collected, folder, ignore=shutil.ignore_patterns("gradebook.db*"))
+        for student in {"ann", "ben", "cat"} - set(half):
+            shutil.rmtree(folder / "submitted" / student)
+        folders.append(folder)
+    # the instructor generates once into the new gradebook (the assignment and its cells)
+    generated = subprocess.run([sys.executable, "-m", "rbtutor.course", "--root", str(folders[0]), "generate"],
+                               env=env, capture_output=True, text=True, timeout=600)
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+
+    graders = [subprocess.Popen([sys.executable, "-m", "rbtutor.course", "--root", str(folder), "grade",
+                                 "--jobs", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for folder in folders]
+    outputs = [grader.communicate(timeout=900) for grader in graders]  # a safety net, not a wait
+    for grader, (out, err), half in zip(graders, outputs, HALVES):
+        assert grader.returncode == 0, out[-2000:] + err[-2000:]
+        assert f"graded {len(half)} submissions" in out, out
+        assert not (folders[0].parent / f"grader{HALVES.index(half)}" / "gradebook.db").exists()
+
+    on_postgres = grades(url)
+    assert on_postgres == reference, sorted(set(on_postgres.items()) ^ set(reference.items()))
+    # the grades differ from student to student, so a mix-up could not pass unseen
+    ann = sum(v[0] for (s, _), v in reference.items() if s == "ann")
+    ben = sum(v[0] for (s, _), v in reference.items() if s == "ben")
+    assert ann > ben and {s for s, _ in reference} == {"ann", "ben", "cat"}
+
+    # consistent: one row per student, submission, notebook and grade; totals agree with the grades
+    counts = postgres_server.psql(
+        "SELECT (SELECT count(*) FROM student), (SELECT count(*) FROM submitted_assignment),"
+        " (SELECT count(*) FROM submitted_notebook), (SELECT count(*) FROM grade),"
+        " (SELECT count(*) FROM (SELECT notebook_id, cell_id FROM grade GROUP BY notebook_id, cell_id"
+        "  HAVING count(*) > 1) AS twice)", "two_graders").strip().split("|")
+    assert [int(n) for n in counts] == [3, 3, 3, len(reference), 0]
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url, course_id="rbtutor") as gradebook:
+        for student in ("ann", "ben", "cat"):
+            submission = gradebook.find_submission(NAME, student)
+            assert submission.score == pytest.approx(sum(v[0] for (s, _), v in reference.items() if s == student))
