@@ -94,10 +94,10 @@ def test_two_graders_on_postgresql_give_the_sqlite_grades(collected, postgres_se
                                  "--jobs", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True) for folder in folders]
     outputs = [grader.communicate(timeout=900) for grader in graders]  # a safety net, not a wait
-    for grader, (out, err), half in zip(graders, outputs, HALVES):
+    for grader, (out, err), half, folder in zip(graders, outputs, HALVES, folders, strict=True):
         assert grader.returncode == 0, out[-2000:] + err[-2000:]
         assert f"graded {len(half)} submissions" in out, out
-        assert not (folders[0].parent / f"grader{HALVES.index(half)}" / "gradebook.db").exists()
+        assert not (folder / "gradebook.db").exists(), "graded into SQLite, not PostgreSQL"
 
     on_postgres = grades(url)
     assert on_postgres == reference, sorted(set(on_postgres.items()) ^ set(reference.items()))
