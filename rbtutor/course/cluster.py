@@ -230,8 +230,12 @@ def connect(address: str, *, timeout: float = CONNECT_TIMEOUT):
                            f"{exc}") from None
 
 
-def grade_on_cluster(layout: CourseLayout, address: str) -> int:
+def grade_on_cluster(layout: CourseLayout, address: str, *, worker_timeout: float = WORKER_TIMEOUT) -> int:
     """Autograde every submission of ``layout`` on the workers of the Dask scheduler at ``address``.
+
+    ``worker_timeout`` is how long to wait for a first worker (longer where workers are batch
+    jobs that queue). The workers present then are checked; a worker that joins later is not
+    (a task it cannot run fails there, is tried once more, and is listed if it fails again).
 
     Returns the exit status of ``python -m rbtutor.course grade``: 0 when every submission was
     graded, 1 when some could not be (each listed on stderr with its reason), 2 when the
@@ -247,7 +251,7 @@ def grade_on_cluster(layout: CourseLayout, address: str) -> int:
         return 2
     try:
         try:
-            facts = check_workers(client, layout)
+            facts = check_workers(client, layout, timeout=worker_timeout)
             wait_for_earlier_run(client)
         except ClusterError as exc:
             print(f"rbtutor.course grade: {exc}", file=sys.stderr)
