@@ -36,6 +36,7 @@ help:
 	@echo "make assignments [DATA=ship.yaml]  student versions of the ten assignments into release/"
 	@echo "make solutions  the worked solutions, executed, into _build/solutions/"
 	@echo "make grade      autograde submitted/, feedback into feedback/, grades into grades.csv"
+	@echo "                (SCHEDULER=tcp://host:8786: on the workers of that Dask scheduler)"
 	@echo "make hub        (root) set up the course on a JupyterHub and start it on http://127.0.0.1:8000"
 	@echo "make hub-stop   (root) stop that hub and its users' servers"
 	@echo "make clean      remove build output and caches (keeps .venv)"
@@ -101,7 +102,7 @@ solutions: $(STAMP)
 	@echo "Worked solutions: $(CURDIR)/_build/solutions/"
 
 grade: $(STAMP)
-	$(PY) -m rbtutor.course grade
+	$(PY) -m rbtutor.course grade$(if $(SCHEDULER), --scheduler $(SCHEDULER))
 
 # The course on a JupyterHub on this machine (root only; hub/hubctl.py says what it sets up).
 # It uses the system python3 and its own environments under /opt/rbtutor, not .venv.
