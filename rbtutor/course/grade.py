@@ -31,6 +31,15 @@ def generate(layout: CourseLayout) -> int:
         if not result["success"]:
             print(result["log"], file=sys.stderr)
             return 1
+    # due dates (H10): exercises/due_dates.yaml, when there is one, into the gradebook
+    from .late import set_due_dates
+
+    try:
+        for line in set_due_dates(layout, grader):
+            print(line, flush=True)
+    except ValueError as exc:
+        print(f"due dates: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -45,7 +54,9 @@ def export_grades(grader, path: Path) -> None:
 
     with grader.gradebook as gradebook, path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden"])
+        # late_penalty, final_score (H10): points taken off for lateness (rbtutor.course.late), score less them
+        writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden",
+                         "late_penalty", "final_score"])
         for assignment in sorted(gradebook.assignments, key=lambda a: a.name):
             for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
                 grades = [g for nb in submission.notebooks for g in nb.grades]
@@ -55,7 +66,8 @@ def export_grades(grader, path: Path) -> None:
                               and g.manual_score != g.auto_score]
                 writer.writerow([submission.student.id, assignment.name, f"{submission.score:g}",
                                  f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
-                                 "; ".join(overridden)])
+                                 "; ".join(overridden), f"{submission.late_submission_penalty:g}",
+                                 f"{submission.score - submission.late_submission_penalty:g}"])
 
 
 def _hand_grades(grader, assignment: str, student: str) -> tuple[object, dict[tuple[str, str], float]]:

@@ -6,6 +6,7 @@ and rbtutor's own commands then see the same configuration:
 
 * sources in ``exercises/``, the exchange in ``exchange/`` (or ``RBTUTOR_EXCHANGE``),
   the gradebook ``gradebook.db`` (or ``RBTUTOR_GRADEBOOK``, e.g. PostgreSQL);
+* late submissions penalised by :class:`rbtutor.course.late.PercentPerDay`;
 * autograding runs the grading pipeline of :mod:`rbtutor.grading`: cells restored
   and scanned before execution; execution in the confined kernel
   (:mod:`rbtutor.grading.sandbox`) in a throwaway folder, bounded in time and
@@ -76,6 +77,10 @@ def configure(c, root: str | os.PathLike) -> None:
         AssignLatePenalties,
         CheckCellMetadata,
     ]
+    # late policy (H10): a share of the score per started day late; due dates from exercises/due_dates.yaml
+    from .late import PercentPerDay
+
+    c.AssignLatePenalties.plugin_class = PercentPerDay
     c.Execute.timeout = 120
     c.BoundedExecute.notebook_timeout = 300
 
