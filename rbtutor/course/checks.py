@@ -523,6 +523,13 @@ def make_app(core: CheckCore, prefix: str, instructor_group: str = INSTRUCTOR_GR
             if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
                 raise web.HTTPError(413, f"the request is larger than {MAX_BODY // 1024} kB")
 
+        def check_xsrf_cookie(self):
+            # a token in the Authorization header is not sent by a browser on its own: no forgery to
+            # guard against; a request authenticated by the OAuth cookie is checked as usual
+            if self.hub_auth.get_token(self, in_cookie=False):
+                return None
+            return super().check_xsrf_cookie()
+
         def data_received(self, chunk):
             self._size += len(chunk)
             if self._size > MAX_BODY:
