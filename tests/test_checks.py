@@ -22,8 +22,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rbtutor.course.checks import (SERVICE_NAME, AttemptLog, CheckCore, printed_forms, read_settings, reveals,
-                                   service_entry, statistics, statistics_csv)
+from rbtutor.course.checks import (
+    SERVICE_NAME,
+    AttemptLog,
+    CheckCore,
+    printed_forms,
+    read_settings,
+    reveals,
+    service_entry,
+    statistics,
+    statistics_csv,
+)
 from rbtutor.problems.variants import load_course_data, student_key
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -50,7 +50,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -367,7 +367,7 @@ class CheckCore:
             raise CheckRefused(400, f"{answer_id} expects a number or a (nested) list of numbers, "
                                     f"got {type(value).__name__}")
         limits = self.limits(answer_id)
-        record = {"time": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
+        record = {"time": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
                   "epoch": now, "student": student, "id": answer_id}
         if not limits["enabled"]:
             self.log.append({**record, "refused": "disabled", "passed": None, "diagnosis": None}, counted=False)
