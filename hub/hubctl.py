@@ -69,6 +69,7 @@ PASSWORDS = Path("/etc/rbtutor/hub-passwords.json")
 SYSTEM_NBGRADER_CONFIG = Path("/etc/jupyter/nbgrader_config.py")
 URL = "http://127.0.0.1:8000"
 PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
+CHECK_URL = "http://127.0.0.1:10101"  # [H11 checks] where the hub starts the check service (behind the proxy)
 
 STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
 # nbgrader's browser plugins and server extensions that only instructors get
@@ -110,6 +111,11 @@ def home(name: str) -> Path:
     import pwd
 
     return Path(pwd.getpwnam(name).pw_dir)
+
+
+def course_folder() -> Path:
+    """[H11 checks] The instructor's course folder (the check service reads it)."""
+    return home(INSTRUCTORS[0]) / "course"
 
 
 def ensure_accounts() -> dict[str, str]:
@@ -283,6 +289,9 @@ def ensure_course() -> None:
         shutil.copytree(CHECKOUT / "exercises", course / "exercises", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "problem_data.yaml"))
         say(f"course folder {course} created")
+    checks = course / "exercises" / "checks.yaml"  # [H11 checks] limits of the check service, kept once edited
+    if not checks.exists() and (CHECKOUT / "exercises" / "checks.yaml").exists():
+        shutil.copy2(CHECKOUT / "exercises" / "checks.yaml", checks)
     jupyter = Path(account.pw_dir) / ".jupyter"
     jupyter.mkdir(exist_ok=True)
     (jupyter / "nbgrader_config.py").write_text(

@@ -47,6 +47,7 @@ c.Spawner.server_token_scopes = [
     "access:servers!server",
     "read:users:name!user",
     "read:users:groups!user",  # nbgrader's JupyterHubAuthPlugin: which courses this user is in
+    "access:services!service=rbtutor-check",  # [H11 checks] check() in the kernel sends this server's token
 ]
 
 
@@ -60,7 +61,22 @@ def role_environment(spawner):
         "PATH": f"{hubctl.VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
         "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE),
         "RBTUTOR_ROLE": role,
+        "RBTUTOR_CHECK_URL": f"{hubctl.URL}/services/rbtutor-check/",  # [H11 checks] where check() posts
     })
 
 
 c.Spawner.pre_spawn_hook = role_environment
+
+
+# [H11 checks] the instant-check service (rbtutor.course.checks) at /services/rbtutor-check/: started by
+# the hub, run as the instructor (it reads the course data and writes its attempt log in the course
+# folder); the course's users may reach it, and it may read user names and the instructors' group.
+from rbtutor.course.checks import service_entry  # noqa: E402
+
+_check_service, _check_roles = service_entry(hubctl.course_folder(), str(hubctl.VENV / "bin" / "python"),
+                                             url=hubctl.CHECK_URL, user=hubctl.INSTRUCTORS[0],
+                                             instructor_group=hubctl.INSTRUCTOR_GROUP)
+_check_service["cwd"] = str(hubctl.course_folder())
+_check_roles[1]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
+c.JupyterHub.services = [_check_service]
+c.JupyterHub.load_roles = _check_roles
