@@ -9,7 +9,10 @@ the grading kernel refuses). It defines
 * ``check_form``: the form of an answer (type, shape, finite entries, symmetry,
   rotation, unit norm) for Validate, in the student's kernel; never its value;
 * ``hand_in``: passes the value to the grader as one output of the MIME type of
-  :mod:`rbtutor.grading.protocol`; nothing is judged in the kernel.
+  :mod:`rbtutor.grading.protocol`; nothing is judged in the kernel;
+* ``check`` [H11 checks]: asks the hub's check service (:mod:`rbtutor.course.checks`) for
+  an instant verdict and prints it; off the hub it says that checks are not available,
+  during grading it does nothing, and it never raises.
 
 A failed form check shows as one line, the student's problem first ("Form check failed:
 K should have shape (3,), got (4,); ..."), without the helper's internals; a NameError in a
@@ -103,3 +106,73 @@ def hand_in(answer_id, value):
             payload = {"id": answer_id, "unreadable": type(value).__name__}
     note = f"{answer_id}: form checks passed; the value is graded after you submit"
     display({ANSWER_MIME: payload, "text/plain": note}, raw=True)
+
+
+# [H11 checks] check(): an instant verdict from the course hub's check service (rbtutor.course.checks)
+CHECK_SERVICE = "rbtutor-check"
+
+
+def _check_url():
+    """The check service's address: RBTUTOR_CHECK_URL (set by the hub), else from the hub's public URL."""
+    url = os.environ.get("RBTUTOR_CHECK_URL")
+    if url:
+        return url.rstrip("/") + "/api/check"
+    public = os.environ.get("JUPYTERHUB_PUBLIC_HUB_URL") or os.environ.get("JUPYTERHUB_PUBLIC_URL")
+    if not public:
+        return None
+    from urllib.parse import urljoin
+
+    base = os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/"
+    return urljoin(public, f"{base}services/{CHECK_SERVICE}/api/check")
+
+
+def check(answer_id, value):
+    """Ask the course hub whether the answer is right; print its verdict (never the value). Never raises."""
+    if AUTOGRADING:
+        return None
+    token = os.environ.get("JUPYTERHUB_API_TOKEN")
+    url = _check_url() if token else None
+    if not token or not url:
+        print(f"{answer_id}: checks are not available here. They are answered by the course hub, and "
+              "this kernel was not started by it (no JUPYTERHUB_API_TOKEN"
+              + ("" if not token else " or hub address") + "). Your answer is still graded after you submit.")
+        return None
+    import json
+    import urllib.error
+    import urllib.request
+
+    if isinstance(value, str):
+        sent = value
+    else:
+        try:
+            sent = np.asarray(value, dtype=float).tolist()
+        except (TypeError, ValueError):
+            print(f"{answer_id}: not checked: the answer should be a number or an array of numbers, "
+                  f"got {type(value).__name__}")
+            return None
+    try:
+        body = json.dumps({"id": answer_id, "value": sent}, allow_nan=False).encode()
+    except ValueError:
+        print(f"{answer_id}: not checked: the answer contains NaN or infinity")
+        return None
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "Authorization": f"token {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            verdict = json.loads(response.read().decode())
+    except urllib.error.HTTPError as exc:
+        try:
+            reason = json.loads(exc.read().decode()).get("error") or exc.reason
+        except (ValueError, AttributeError, OSError):
+            reason = exc.reason
+        print(f"{answer_id}: not checked: {reason}")
+        return None
+    except (OSError, ValueError) as exc:
+        print(f"{answer_id}: not checked: the check service did not answer ({exc}). "
+              "Your answer is still graded after you submit.")
+        return None
+    head = "right" if verdict.get("passed") else "not right yet"
+    left = verdict.get("checks_left")
+    tail = "" if left is None else f" ({left} check(s) of this part left this hour)"
+    print(f"{answer_id}: {head}. {verdict.get('message', '')}{tail}")
+    return None
