@@ -106,8 +106,9 @@ grade: $(STAMP)
 
 # The course on a JupyterHub on this machine (root only; hub/hubctl.py says what it sets up).
 # It uses the system python3 and its own environments under /opt/rbtutor, not .venv.
+# GRADEBOOK=postgres: the course gradebook on a PostgreSQL server hubctl starts (several graders).
 hub:
-	python3 hub/hubctl.py up
+	python3 hub/hubctl.py up $(if $(GRADEBOOK),--gradebook $(GRADEBOOK))
 
 hub-stop:
 	python3 hub/hubctl.py down

@@ -24,9 +24,14 @@
   never overwritten) and ``~instructor/.jupyter/nbgrader_config.py`` pointing the Formgrader
   at it;
 * ``configurable-http-proxy`` from npm (``npm ci`` in ``hub/``, from ``hub/package-lock.json``);
+* with ``--gradebook postgres`` (``make hub GRADEBOOK=postgres``): a PostgreSQL server for the
+  course gradebook (:mod:`pgserver`, Debian's ``postgresql`` binaries) in :data:`PG_FOLDER`, on
+  127.0.0.1 port :data:`PG_PORT`, with a random password (students have accounts on this machine),
+  and ``RBTUTOR_GRADEBOOK`` (which holds it) set for the instructor only (shell and server);
 * then starts JupyterHub on http://127.0.0.1:8000 in the background (log in :data:`LOG`).
 
-``python3 hub/hubctl.py down`` stops the hub, its proxy and the users' servers.
+``python3 hub/hubctl.py down`` stops the hub, its proxy, the users' servers and the PostgreSQL
+server if one was started.
 
 This script uses the standard library only: it runs before the course environment exists.
 """
@@ -69,6 +74,9 @@ PASSWORDS = Path("/etc/rbtutor/hub-passwords.json")
 SYSTEM_NBGRADER_CONFIG = Path("/etc/jupyter/nbgrader_config.py")
 URL = "http://127.0.0.1:8000"
 PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
+PG_FOLDER = Path("/var/lib/rbtutor-postgres")  # make hub GRADEBOOK=postgres: the gradebook's cluster
+PG_PORT = 54329
+GRADEBOOK_URL_FILE = STATE / "gradebook_url"  # read by jupyterhub_config.py for the instructor's server
 CHECK_URL = "http://127.0.0.1:10101"  # [H11 checks] where the hub starts the check service (behind the proxy)
 
 STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
@@ -299,12 +307,57 @@ def ensure_course() -> None:
         "from rbtutor.course.nbgrader import configure\n\n"
         f'configure(get_config(), "{course}")  # noqa: F821\n')
     profile = Path(account.pw_dir) / ".profile"
-    line = f"export RBTUTOR_EXCHANGE={EXCHANGE} PATH={VENV}/bin:$PATH  # rbtutor hub\n"
+    url = gradebook_url()
+    line = (f"export RBTUTOR_EXCHANGE={EXCHANGE} PATH={VENV}/bin:$PATH"
+            + (f" RBTUTOR_GRADEBOOK={url}" if url else "") + "  # rbtutor hub\n")
     text = profile.read_text() if profile.exists() else ""
     if line not in text:
-        profile.write_text(text + line)
+        kept = [old for old in text.splitlines(keepends=True) if not old.rstrip().endswith("# rbtutor hub")]
+        profile.write_text("".join(kept) + line)
     for path in [course, *course.rglob("*"), jupyter, *jupyter.rglob("*"), profile]:
         os.lchown(path, *owner)
+
+
+# --- the PostgreSQL gradebook (make hub GRADEBOOK=postgres)
+def ensure_postgres() -> str:
+    """Start the course's PostgreSQL server (created the first time) and return the gradebook URL."""
+    sys.path.insert(0, str(HERE))
+    from pgserver import PostgresError, PostgresServer
+
+    try:
+        secret = STATE / "postgres_password"  # root only (STATE is 0700)
+        if not secret.exists():
+            secret.write_text(secrets.token_urlsafe(18) + "\n")
+            os.chmod(secret, 0o600)
+        server = PostgresServer(PG_FOLDER, PG_PORT, password=secret.read_text().strip())
+        if not (server.data / "PG_VERSION").exists() or not server.running():
+            server.start()
+        url = server.create_database(COURSE_ID)
+    except PostgresError as exc:
+        raise HubError(str(exc)) from exc
+    GRADEBOOK_URL_FILE.write_text(url + "\n")
+    os.chmod(GRADEBOOK_URL_FILE, 0o600)
+    say(f"gradebook on PostgreSQL at 127.0.0.1:{PG_PORT}, database {COURSE_ID} (URL with its password: "
+        f"{GRADEBOOK_URL_FILE}, root only)")
+    return url
+
+
+def stop_postgres() -> None:
+    if not (PG_FOLDER / "data" / "PG_VERSION").exists():
+        return
+    sys.path.insert(0, str(HERE))
+    from pgserver import PostgresServer
+
+    PostgresServer(PG_FOLDER, PG_PORT).stop()
+    say("PostgreSQL stopped")
+
+
+def gradebook_url() -> str | None:
+    """The PostgreSQL gradebook URL when the hub was set up with one, else None (SQLite in the course)."""
+    try:
+        return GRADEBOOK_URL_FILE.read_text().strip() or None
+    except OSError:
+        return None
 
 
 # --- the hub process
@@ -379,9 +432,14 @@ def stop(timeout: float = 60.0) -> bool:
     return True
 
 
-def up(start_hub: bool = True) -> None:
+def up(start_hub: bool = True, gradebook: str = "sqlite") -> None:
     require_root()
     ensure_accounts()
+    STATE.mkdir(parents=True, exist_ok=True)
+    if gradebook == "postgres":
+        ensure_postgres()
+    else:
+        GRADEBOOK_URL_FILE.unlink(missing_ok=True)  # SQLite in the course folder (the default)
     ensure_proxy()
     ensure_venv()
     ensure_kernel()
@@ -396,13 +454,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="hub/hubctl.py", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "setup"],
                         help="up: set up and start; setup: set up only; down: stop")
+    parser.add_argument("--gradebook", choices=["sqlite", "postgres"], default="sqlite",
+                        help="where the course gradebook lives: SQLite in the course folder (default) or a "
+                             "PostgreSQL server started here (several graders at once)")
     args = parser.parse_args(argv)
     try:
         if args.command == "down":
             require_root()
             stop()
+            stop_postgres()
         else:
-            up(start_hub=args.command == "up")
+            up(start_hub=args.command == "up", gradebook=args.gradebook)
     except (HubError, subprocess.CalledProcessError) as exc:
         print(f"hub: {exc}", file=sys.stderr)
         return 1

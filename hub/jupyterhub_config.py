@@ -63,6 +63,9 @@ def role_environment(spawner):
         "RBTUTOR_ROLE": role,
         "RBTUTOR_CHECK_URL": f"{hubctl.URL}/services/rbtutor-check/",  # [H11 checks] where check() posts
     })
+    url = hubctl.gradebook_url()  # make hub GRADEBOOK=postgres (H10): the Formgrader grades into PostgreSQL
+    if role == "instructor" and url:
+        spawner.environment["RBTUTOR_GRADEBOOK"] = url
 
 
 c.Spawner.pre_spawn_hook = role_environment

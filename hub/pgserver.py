@@ -2,9 +2,10 @@
 
 Used by ``make hub GRADEBOOK=postgres`` (a server for the hub's course gradebook, kept in
 ``/var/lib/rbtutor-hub/postgres``) and by the tests (a throwaway server per test session).
-The server listens on the loopback address only, on the port given, and trusts local
-connections from the one database role it creates (:data:`ROLE`): it is reachable only from
-this machine, by whoever may open a socket to 127.0.0.1.
+The server listens on the loopback address only, on the port given, for the one database role it
+creates (:data:`ROLE`). Without a password it trusts every local connection (the tests' throwaway
+servers); on a machine with other users (the hub: students have accounts) give it a password,
+which it then asks of every connection (scram-sha-256).
 
 PostgreSQL refuses to run as root, so when this runs as root the server runs as the
 ``postgres`` system user (or ``nobody`` when there is none), with ``runuser``, in a folder that
@@ -71,9 +72,10 @@ class PostgresServer:
     'postgresql+psycopg://rbtutor@127.0.0.1:...'
     """
 
-    def __init__(self, folder: Path, port: int):
+    def __init__(self, folder: Path, port: int, password: str | None = None):
         self.folder = Path(folder)
         self.port = int(port)
+        self.password = password
         self.bin = bin_dir()
         self.user = server_user()
 
@@ -87,13 +89,15 @@ class PostgresServer:
 
     def url(self, database: str) -> str:
         """The SQLAlchemy URL of ``database`` on this server (what ``RBTUTOR_GRADEBOOK`` takes)."""
-        return f"postgresql+psycopg://{ROLE}@127.0.0.1:{self.port}/{database}"
+        secret = f":{self.password}" if self.password else ""
+        return f"postgresql+psycopg://{ROLE}{secret}@127.0.0.1:{self.port}/{database}"
 
     def _run(self, *argv, check: bool = True) -> subprocess.CompletedProcess:
         command = [str(a) for a in argv]
         if self.user:
             command = ["runuser", "-u", self.user, "--", *command]
-        result = subprocess.run(command, capture_output=True, text=True, cwd="/")
+        env = {**os.environ, **({"PGPASSWORD": self.password} if self.password else {})}
+        result = subprocess.run(command, capture_output=True, text=True, cwd="/", env=env)
         if check and result.returncode != 0:
             raise PostgresError(f"{' '.join(command)} failed (exit {result.returncode}):\n"
                                 f"{result.stdout[-1500:]}{result.stderr[-1500:]}")
@@ -115,8 +119,19 @@ class PostgresServer:
         os.chmod(self.folder, 0o700)
         self._own(self.folder)
         if not (self.data / "PG_VERSION").exists():
-            self._run(self.bin / "initdb", "-D", self.data, "-U", ROLE, "--auth=trust", "-E", "UTF8",
-                      "--no-instructions")
+            auth = ["--auth=trust"]
+            if self.password:
+                secret = self.folder / "initial-password"
+                secret.write_text(self.password + "\n")
+                os.chmod(secret, 0o600)
+                self._own(secret)
+                auth = ["--auth=scram-sha-256", f"--pwfile={secret}"]
+            try:
+                self._run(self.bin / "initdb", "-D", self.data, "-U", ROLE, *auth, "-E", "UTF8",
+                          "--no-instructions")
+            finally:
+                if self.password:
+                    secret.unlink(missing_ok=True)
         sockets = self.folder / "sockets"
         sockets.mkdir(exist_ok=True)
         self._own(sockets)
