@@ -66,8 +66,16 @@ def reset_course_state() -> None:
     shutil.rmtree(hubctl.EXCHANGE / hubctl.COURSE_ID, ignore_errors=True)
     for student in hubctl.STUDENTS:
         shutil.rmtree(hubctl.home(student) / ASSIGNMENT, ignore_errors=True)
-    for name in ("release", "submitted", "autograded", "feedback", "integrity", ".grading"):
+    for name in ("release", "submitted", "autograded", "feedback", "integrity", ".grading", "checks"):  # [H11]
         shutil.rmtree(COURSE / name, ignore_errors=True)
+    # [H11 checks] the assignment's source as in the checkout (the course folder is copied only once, so an
+    # older copy would lack the helper cell's check()), owned by the instructor
+    source = COURSE / "exercises" / ASSIGNMENT
+    shutil.copytree(ROOT / "exercises" / ASSIGNMENT, source, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    owner = hubctl.home("instructor").stat()
+    for path in [source, *source.rglob("*")]:
+        os.lchown(path, owner.st_uid, owner.st_gid)
     for name in ("gradebook.db", "gradebook.db.bak", "grades.csv", "integrity_report.md", "integrity_report.json"):
         (COURSE / name).unlink(missing_ok=True)
 
@@ -211,6 +219,13 @@ def run_loop(browser, passwords):
         s.page.locator("#submitted_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         s.shot(f"06-{student}-submitted")
 
+    # --- [H11 checks] student2 checks the wrong K in a kernel of their server: the diagnosis, no value
+    checked = check_in_kernel(sessions["student2"])
+    sessions["student2"].shot("06b-student2-checked")
+    assert "p3.b.K: not right yet. The size is right but the sign is not" in checked, checked
+    for pattern in reference_values():
+        assert not re.search(pattern, checked), f"a reference value ({pattern}) is in the check's reply"
+
     # --- students are kept apart by the file system
     denied = subprocess.run(["runuser", "-u", "student1", "--", "cat",
                              str(hubctl.home("student2") / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")],
@@ -234,6 +249,14 @@ def run_loop(browser, passwords):
     menu = teacher.page.locator(".lm-Menu-content").inner_text()
     assert "Formgrader" in menu, menu
     teacher.page.keyboard.press("Escape")
+    # [H11 checks] the check statistics: the instructor sees student2's attempt, a student is refused
+    teacher.page.goto(f"{hubctl.URL}/services/rbtutor-check/stats")
+    teacher.page.wait_for_selector("table")
+    stats = teacher.page.locator("table").inner_text()
+    teacher.shot("06c-instructor-check-stats")
+    assert "p3.b.K" in stats and "sign: 1" in stats, stats
+    refused = sessions["student1"].page.request.get(f"{hubctl.URL}/services/rbtutor-check/stats")
+    assert refused.status == 403, refused.status
     page = teacher.page
     page.goto(f"{teacher.base}/formgrader/gradebook/{ASSIGNMENT}/{ASSIGNMENT}")
     link = page.locator("a:text-is('student1')").first
@@ -279,6 +302,46 @@ def run_loop(browser, passwords):
                          "(everything before this step passed)")
     for s in sessions.values():
         s.close()
+
+
+_EXECUTE_JS = """async ([base, kernel, code]) => await new Promise((resolve, reject) => {
+  const ws = new WebSocket(base.replace(/^http/, "ws") + "/api/kernels/" + kernel + "/channels");
+  const id = "h11-" + Math.random().toString(16).slice(2);
+  let out = "";
+  ws.onopen = () => ws.send(JSON.stringify({channel: "shell", parent_header: {}, metadata: {},
+    header: {msg_id: id, session: id, username: "", msg_type: "execute_request", version: "5.3",
+             date: new Date().toISOString()},
+    content: {code: code, silent: false, store_history: false, user_expressions: {}, allow_stdin: false,
+              stop_on_error: true}}));
+  ws.onmessage = (event) => {
+    const m = JSON.parse(event.data);
+    if (!m.parent_header || m.parent_header.msg_id !== id) return;
+    if (m.msg_type === "stream") out += m.content.text;
+    if (m.msg_type === "error") out += m.content.ename + ": " + m.content.evalue;
+    if (m.msg_type === "status" && m.content.execution_state === "idle") { ws.close(); resolve(out); }
+  };
+  ws.onerror = () => reject(new Error("websocket error: " + out));
+  setTimeout(() => reject(new Error("no reply within 120 s: " + out)), 120000);
+})"""
+
+
+def check_in_kernel(session: Session) -> str:
+    """[H11 checks] Run the fetched notebook's data and helper cells and check(K with the wrong sign) in a
+    kernel of the student's own server (started through its REST API, code sent over its websocket from
+    the browser page), as a cell of the notebook would; return what the kernel printed."""
+    notebook = session.api("GET", f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb").json()["content"]
+    locked = {c["metadata"]["nbgrader"]["grade_id"]: c["source"] for c in notebook["cells"]
+              if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") in ("course_helpers", "problem_data")}
+    assert set(locked) == {"course_helpers", "problem_data"}, sorted(locked)
+    code = "\n".join([locked["course_helpers"], locked["problem_data"],
+                      "check('p3.b.K', m * r_G[2] * nu_turn[0] * nu_turn[5])"])
+    kernel = session.api("POST", "api/kernels", {"name": "python3"})
+    assert kernel.status in (200, 201), kernel.text()
+    kernel_id = kernel.json()["id"]
+    try:
+        return session.page.evaluate(_EXECUTE_JS, [session.base, kernel_id, code])
+    finally:
+        session.api("DELETE", f"api/kernels/{kernel_id}")
 
 
 def read_grades() -> dict[str, tuple[str, str]]:
