@@ -135,11 +135,10 @@ def timed_stock(template: Path, where: Path) -> float:
     return time.perf_counter() - start
 
 
-def timed_cluster(template: Path, where: Path, workers: int) -> tuple[float, float]:
-    """The class graded by ``grade --scheduler`` on ``workers`` local Dask workers: (wall, CPU) seconds.
+def _cluster_run(folder: Path, workers: int, course: Path | None) -> tuple[float, float, int]:
+    """Start a scheduler and ``workers`` workers, grade ``course`` (if any), stop them all.
 
-    The scheduler and workers are started before the clock starts (their start-up is not
-    grading); the CPU time is that of the whole machine while the class is graded.
+    Returns (wall seconds of the grading alone, CPU seconds of the whole, exit status).
     """
     sys.path.insert(0, str(ROOT / "tests"))
     from dask_processes import DaskProcesses
@@ -147,42 +146,55 @@ def timed_cluster(template: Path, where: Path, workers: int) -> tuple[float, flo
     from rbtutor.course import CourseLayout
     from rbtutor.course.cluster import grade_on_cluster
 
-    shutil.copytree(template, where)
-    processes = DaskProcesses(where.parent / f"{where.name}-dask", workers=workers)
+    cpu, wall, status = cpu_seconds(), 0.0, 0
+    processes = DaskProcesses(folder, workers=workers)
     try:
         processes.wait_for_workers(workers)
-        cpu, start = cpu_seconds(), time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()):
-            status = grade_on_cluster(CourseLayout(where), processes.address)
-        wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+        if course is not None:
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                status = grade_on_cluster(CourseLayout(course), processes.address)
+            wall = time.perf_counter() - start
     finally:
-        processes.close()
+        processes.close()  # the workers are waited for: their CPU (and their kernels') is counted
+    return wall, cpu_seconds() - cpu, status
+
+
+def timed_cluster(template: Path, where: Path, workers: int) -> tuple[float, float]:
+    """The class graded by ``grade --scheduler`` on ``workers`` local Dask workers: (wall, CPU) seconds.
+
+    The wall time starts once the scheduler and workers are up. The CPU time is that of the
+    client, the scheduler, the workers and their kernels, less that of starting and stopping
+    the same processes without grading (measured right after).
+    """
+    shutil.copytree(template, where)
+    wall, cpu, status = _cluster_run(where.parent / f"{where.name}-dask", workers, where)
     if status != 0:
         sys.exit(f"grade --scheduler failed on the benchmark class with {workers} worker(s)")
-    return wall, cpu
-
-
-def _trivial(value: int) -> int:
-    return value + 1
+    _, idle, _ = _cluster_run(where.parent / f"{where.name}-idle", workers, None)
+    return wall, cpu - idle
 
 
 def scheduler_overhead(folder: Path, tasks: int = 400, workers: int = 2) -> tuple[float, float]:
-    """Seconds per trivial task through a local scheduler and workers: (all at once, one at a time)."""
+    """Seconds per trivial task through a local scheduler and workers: (all at once, one at a time).
+
+    The task is the builtin ``abs``, so that its cost is the scheduler's, the messages' and the
+    worker's bookkeeping only.
+    """
     sys.path.insert(0, str(ROOT / "tests"))
     from dask_processes import DaskProcesses
-    from distributed import wait
 
     processes = DaskProcesses(folder, workers=workers)
     try:
         processes.wait_for_workers(workers)
         with processes.client() as client:
-            client.submit(_trivial, -1, pure=False).result()  # the function and connections warmed up
+            client.submit(abs, -1, pure=False).result()  # the function and connections warmed up
             start = time.perf_counter()
-            wait([client.submit(_trivial, k, pure=False) for k in range(tasks)])
+            client.gather([client.submit(abs, -k, pure=False) for k in range(tasks)])
             batch = (time.perf_counter() - start) / tasks
             start = time.perf_counter()
             for k in range(tasks // 4):
-                client.submit(_trivial, k, pure=False).result()
+                client.submit(abs, -k, pure=False).result()
             serial = (time.perf_counter() - start) / (tasks // 4)
     finally:
         processes.close()
