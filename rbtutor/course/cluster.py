@@ -59,7 +59,13 @@ class ClusterError(RuntimeError):
 
 
 def task_key(assignment: str, student: str) -> str:
-    """The Dask key of the task that grades ``student``'s ``assignment`` (one per submission)."""
+    """The Dask key of the task that grades ``student``'s ``assignment`` (one per submission).
+
+    Examples
+    --------
+    >>> task_key("problem03", "ann")
+    'rbtutor-grade-problem03-ann'
+    """
     return f"{KEY_PREFIX}-{assignment}-{student}"
 
 
