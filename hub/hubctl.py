@@ -77,7 +77,7 @@ PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
 PG_FOLDER = Path("/var/lib/rbtutor-postgres")  # make hub GRADEBOOK=postgres: the gradebook's cluster
 PG_PORT = 54329
 GRADEBOOK_URL_FILE = STATE / "gradebook_url"  # read by jupyterhub_config.py for the instructor's server
-CHECK_URL = "http://127.0.0.1:10101"  # [H11 checks] where the hub starts the check service (behind the proxy)
+CHECK_URL = "http://127.0.0.1:10101"  # where the hub starts the check service (behind the proxy)
 
 STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
 # nbgrader's browser plugins and server extensions that only instructors get
@@ -122,7 +122,7 @@ def home(name: str) -> Path:
 
 
 def course_folder() -> Path:
-    """[H11 checks] The instructor's course folder (the check service reads it)."""
+    """The instructor's course folder (the check service reads it)."""
     return home(INSTRUCTORS[0]) / "course"
 
 
@@ -297,7 +297,7 @@ def ensure_course() -> None:
         shutil.copytree(CHECKOUT / "exercises", course / "exercises", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "problem_data.yaml"))
         say(f"course folder {course} created")
-    checks = course / "exercises" / "checks.yaml"  # [H11 checks] limits of the check service, kept once edited
+    checks = course / "exercises" / "checks.yaml"  # limits of the check service, kept once edited
     if not checks.exists() and (CHECKOUT / "exercises" / "checks.yaml").exists():
         shutil.copy2(CHECKOUT / "exercises" / "checks.yaml", checks)
     jupyter = Path(account.pw_dir) / ".jupyter"

@@ -47,7 +47,7 @@ c.Spawner.server_token_scopes = [
     "access:servers!server",
     "read:users:name!user",
     "read:users:groups!user",  # nbgrader's JupyterHubAuthPlugin: which courses this user is in
-    "access:services!service=rbtutor-check",  # [H11 checks] check() in the kernel sends this server's token
+    "access:services!service=rbtutor-check",  # check() in the kernel sends this server's token
 ]
 
 
@@ -61,7 +61,7 @@ def role_environment(spawner):
         "PATH": f"{hubctl.VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
         "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE),
         "RBTUTOR_ROLE": role,
-        "RBTUTOR_CHECK_URL": f"{hubctl.URL}/services/rbtutor-check/",  # [H11 checks] where check() posts
+        "RBTUTOR_CHECK_URL": f"{hubctl.URL}/services/rbtutor-check/",  # where check() posts
     })
     url = hubctl.gradebook_url()  # make hub GRADEBOOK=postgres (H10): the Formgrader grades into PostgreSQL
     if role == "instructor" and url:
@@ -71,7 +71,7 @@ def role_environment(spawner):
 c.Spawner.pre_spawn_hook = role_environment
 
 
-# [H11 checks] the instant-check service (rbtutor.course.checks) at /services/rbtutor-check/: started by
+# the instant-check service (rbtutor.course.checks) at /services/rbtutor-check/: started by
 # the hub, run as the instructor (it reads the course data and writes its attempt log in the course
 # folder); the course's users may reach it, and it may read user names and the instructors' group.
 from rbtutor.course.checks import service_entry  # noqa: E402

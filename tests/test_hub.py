@@ -66,9 +66,9 @@ def reset_course_state() -> None:
     shutil.rmtree(hubctl.EXCHANGE / hubctl.COURSE_ID, ignore_errors=True)
     for student in hubctl.STUDENTS:
         shutil.rmtree(hubctl.home(student) / ASSIGNMENT, ignore_errors=True)
-    for name in ("release", "submitted", "autograded", "feedback", "integrity", ".grading", "checks"):  # [H11]
+    for name in ("release", "submitted", "autograded", "feedback", "integrity", ".grading", "checks"):
         shutil.rmtree(COURSE / name, ignore_errors=True)
-    # [H11 checks] the assignment's source as in the checkout (the course folder is copied only once, so an
+    # the assignment's source as in the checkout (the course folder is copied only once, so an
     # older copy would lack the helper cell's check()), owned by the instructor
     source = COURSE / "exercises" / ASSIGNMENT
     shutil.copytree(ROOT / "exercises" / ASSIGNMENT, source, dirs_exist_ok=True,
@@ -219,7 +219,7 @@ def run_loop(browser, passwords):
         s.page.locator("#submitted_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         s.shot(f"06-{student}-submitted")
 
-    # --- [H11 checks] student2 checks the wrong K in a kernel of their server: the diagnosis, no value
+    # --- student2 checks the wrong K in a kernel of their server: the diagnosis, no value
     checked = check_in_kernel(sessions["student2"])
     sessions["student2"].shot("06b-student2-checked")
     assert "p3.b.K: not right yet. The size is right but the sign is not" in checked, checked
@@ -249,7 +249,7 @@ def run_loop(browser, passwords):
     menu = teacher.page.locator(".lm-Menu-content").inner_text()
     assert "Formgrader" in menu, menu
     teacher.page.keyboard.press("Escape")
-    # [H11 checks] the check statistics: the instructor sees student2's attempt, a student is refused
+    # the check statistics: the instructor sees student2's attempt, a student is refused
     teacher.page.goto(f"{hubctl.URL}/services/rbtutor-check/stats")
     teacher.page.wait_for_selector("table")
     stats = teacher.page.locator("table").inner_text()
@@ -265,9 +265,11 @@ def run_loop(browser, passwords):
     page.goto(hubctl.URL + link.get_attribute("href"))
     page.wait_for_selector("input.score")
     score = page.locator("input.score#p3_a_derivation")
-    score.fill("2")
-    score.press("Tab")
-    page.wait_for_timeout(1000)
+    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
+        score.fill("2")
+        score.press("Tab")  # the Formgrader saves on change
+    assert saved.value.ok, saved.value.text()
+    assert saved.value.json()["manual_score"] == 2, saved.value.text()
     teacher.shot("08-instructor-hand-grade")
 
     # --- instructor: re-grade keeps the hand grade; feedback back to the students
@@ -326,7 +328,7 @@ _EXECUTE_JS = """async ([base, kernel, code]) => await new Promise((resolve, rej
 
 
 def check_in_kernel(session: Session) -> str:
-    """[H11 checks] Run the fetched notebook's data and helper cells and check(K with the wrong sign) in a
+    """Run the fetched notebook's data and helper cells and check(K with the wrong sign) in a
     kernel of the student's own server (started through its REST API, code sent over its websocket from
     the browser page), as a cell of the notebook would; return what the kernel printed."""
     notebook = session.api("GET", f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb").json()["content"]

@@ -164,7 +164,7 @@ def render_course(layout, data_path: str | None = None) -> list[Path]:
     """
     import yaml
 
-    # [H9 variants] a data file may carry a `variants` section (per-student switch, salt): it is kept
+    # a data file may carry a `variants` section (per-student switch, salt): it is kept
     # in the saved course data, and the source notebooks show the course's own numbers
     from ..problems.variants import load_course_data, problem_data
 

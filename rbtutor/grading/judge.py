@@ -480,7 +480,7 @@ def _transposed_shape(submitted, reference: np.ndarray, refused: Verdict) -> Ver
 
 @lru_cache(maxsize=4)
 def _reference(data_file: str | None):
-    # [H9 variants] the course data file may carry a `variants` section (per-student switch, salt)
+    # the course data file may carry a `variants` section (per-student switch, salt)
     from ..problems.variants import load_course_data
 
     data = load_course_data(data_file)
@@ -501,7 +501,7 @@ def _variants_on(data: dict) -> bool:
 class JudgeAnswers(Events, NbGraderPreprocessor):
     """Replace the outputs of each hand-in test cell by the grader's verdict.
 
-    [H9 variants] When the course data switches per-student variants on
+    When the course data switches per-student variants on
     (``variants: {per_student: true}``, see :mod:`rbtutor.problems.variants`), each
     answer is judged against the key of the submitting student's own variant
     (``resources["nbgrader"]["student"]``). A failed answer that the key of another
@@ -517,7 +517,7 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
     report_dir = Unicode("", help="folder of the integrity events").tag(config=True)
 
     def preprocess(self, nb, resources):
-        # [H9 variants] who is graded, and where the class is listed; events of this stage
+        # who is graded, and where the class is listed; events of this stage
         info = resources.get("nbgrader") or {}
         self._student = info.get("student")
         self._db_url = info.get("db_url")
@@ -580,7 +580,7 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
         if match is None:
             return cell, resources
         answer_id = match.group(1)
-        data, key = self._key_for(answer_id)  # [H9 variants] the student's own key when switched on
+        data, key = self._key_for(answer_id)  # the student's own key when switched on
         payload = handed_in(cell, answer_id)
         if payload is None:
             errors = [o for o in cell.outputs if o.get("output_type") == "error"]
@@ -595,7 +595,7 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
             else:
                 submitted = object()
             verdict = judge(answer_id, submitted, key=key, data=data)
-            # [H9 variants] a wrong answer that fits someone else's numbers goes to the integrity report
+            # a wrong answer that fits someone else's numbers goes to the integrity report
             if (not verdict.passed and getattr(self, "_student", None) is not None
                     and verdict.diagnosis not in ("not_numeric", "not_text", "not_finite", "shape")
                     and _variants_on(data)):

@@ -37,7 +37,7 @@ class RestoreCells(Events, OverwriteCells):
     stage = "restore"
 
     add_missing_cells = Bool(True, help="put deleted grade and locked cells back").tag(config=True)
-    data_file = Unicode("", help="[H9 variants] the course data (for per-student data cells); empty: the "
+    data_file = Unicode("", help="the course data (for per-student data cells); empty: the "
                         "JudgeAnswers.data_file of the same configuration").tag(config=True)
     report_dir = Unicode("", help="folder of the integrity events").tag(config=True)
 
@@ -52,7 +52,7 @@ class RestoreCells(Events, OverwriteCells):
             source_nb = gradebook.find_notebook(self.notebook_id, self.assignment_id)
             order = [c.name for c in source_nb.source_cells]
             source = {c.name: c for c in source_nb.source_cells}
-            self._personal_data_cell(source, resources)  # [H9 variants]
+            self._personal_data_cell(source, resources)
             points = {c.name: float(c.max_score) for c in source_nb.grade_cells}
             solutions = {c.name for c in source_nb.solution_cells}
             tasks = {c.name for c in source_nb.task_cells}
@@ -84,7 +84,7 @@ class RestoreCells(Events, OverwriteCells):
         self._store(resources, events, fresh=fresh)
         return nb, resources
 
-    # [H9 variants] ---------------------------------------------------------------------
+    # the student's own data cell when per-student variants are switched on
     def _data_file(self) -> str:
         """``data_file``, else the one configured for JudgeAnswers (the course's), else none."""
         if self.data_file:

@@ -10,7 +10,7 @@ the grading kernel refuses). It defines
   rotation, unit norm) for Validate, in the student's kernel; never its value;
 * ``hand_in``: passes the value to the grader as one output of the MIME type of
   :mod:`rbtutor.grading.protocol`; nothing is judged in the kernel;
-* ``check`` [H11 checks]: asks the hub's check service (:mod:`rbtutor.course.checks`) for
+* ``check``: asks the hub's check service (:mod:`rbtutor.course.checks`) for
   an instant verdict and prints it; off the hub it says that checks are not available,
   during grading it does nothing, and it never raises.
 
@@ -108,7 +108,7 @@ def hand_in(answer_id, value):
     display({ANSWER_MIME: payload, "text/plain": note}, raw=True)
 
 
-# [H11 checks] check(): an instant verdict from the course hub's check service (rbtutor.course.checks)
+# check(): an instant verdict from the course hub's check service (rbtutor.course.checks)
 CHECK_SERVICE = "rbtutor-check"
 
 
