@@ -23,6 +23,10 @@
   ``exercises/`` copied from the checkout, the first time only, so the instructor's work is
   never overwritten) and ``~instructor/.jupyter/nbgrader_config.py`` pointing the Formgrader
   at it;
+* the course data :data:`COURSE_DATA` (written the first time, owned by the instructor, readable
+  by all, linked as the course's ``exercises/problem_data.yaml``): per-student variants switched on
+  with a random salt, so that each student's Fetch writes that student's own numbers into the
+  notebook (:mod:`rbtutor.course.personal`, named in the system-wide nbgrader config);
 * ``configurable-http-proxy`` from npm (``npm ci`` in ``hub/``, from ``hub/package-lock.json``);
 * with ``--gradebook postgres`` (``make hub GRADEBOOK=postgres``): a PostgreSQL server for the
   course gradebook (:mod:`pgserver`, Debian's ``postgresql`` binaries) in :data:`PG_FOLDER`, on
@@ -77,6 +81,7 @@ PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
 PG_FOLDER = Path("/var/lib/rbtutor-postgres")  # make hub GRADEBOOK=postgres: the gradebook's cluster
 PG_PORT = 54329
 GRADEBOOK_URL_FILE = STATE / "gradebook_url"  # read by jupyterhub_config.py for the instructor's server
+COURSE_DATA = Path("/srv/rbtutor/problem_data.yaml")  # the instructor edits it; the students' Fetch reads it
 CHECK_URL = "http://127.0.0.1:10101"  # where the hub starts the check service (behind the proxy)
 
 STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
@@ -297,6 +302,7 @@ def ensure_course() -> None:
         shutil.copytree(CHECKOUT / "exercises", course / "exercises", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "problem_data.yaml"))
         say(f"course folder {course} created")
+    ensure_course_data(course / "exercises" / "problem_data.yaml", owner)
     checks = course / "exercises" / "checks.yaml"  # limits of the check service, kept once edited
     if not checks.exists() and (CHECKOUT / "exercises" / "checks.yaml").exists():
         shutil.copy2(CHECKOUT / "exercises" / "checks.yaml", checks)
@@ -316,6 +322,35 @@ def ensure_course() -> None:
         profile.write_text("".join(kept) + line)
     for path in [course, *course.rglob("*"), jupyter, *jupyter.rglob("*"), profile]:
         os.lchown(path, *owner)
+
+
+def ensure_course_data(link: Path, owner: tuple[int, int]) -> None:
+    """:data:`COURSE_DATA`, written once with variants on, and ``link`` (the course's data file) to it.
+
+    The students' Fetch must read the course data (to write each student's numbers), and the
+    instructor's course folder is private, so the file lives outside it and the course links to it.
+    A data file the course folder already had becomes the published one (variants as it says).
+    """
+    COURSE_DATA.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(COURSE_DATA.parent, 0o755)
+    if link.is_file() and not link.is_symlink() and not COURSE_DATA.exists():
+        shutil.move(link, COURSE_DATA)
+    if not COURSE_DATA.exists():
+        COURSE_DATA.write_text(
+            "# The course's problem data, merged over rbtutor's reference data (python -m rbtutor data --help).\n"
+            "# Each student fetches their own numbers, derived from their user name and this salt; the\n"
+            "# reference data stay the instructor's own variant. Students can read this file.\n"
+            f"variants:\n  per_student: true\n  salt: {secrets.token_hex(8)}\n")
+        say(f"course data {COURSE_DATA} written: per-student variants on")
+    os.chown(COURSE_DATA, *owner)
+    os.chmod(COURSE_DATA, 0o644)
+    if link.is_symlink() and os.readlink(link) != str(COURSE_DATA):
+        link.unlink()
+    if not link.is_symlink():
+        if link.exists():
+            say(f"{link} is not linked to {COURSE_DATA}: the students' numbers come from {COURSE_DATA}")
+        else:
+            link.symlink_to(COURSE_DATA)
 
 
 # --- the PostgreSQL gradebook (make hub GRADEBOOK=postgres)

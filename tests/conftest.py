@@ -23,7 +23,7 @@ VENV_BIN = Path(sys.executable).parent
 JB_BUILD_ARGS = ["build", ".", "--all", "-W", "--keep-going", "--path-output", "."]
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from chromium_cdp import CHROMIUM, CDPError  # noqa: E402
+from chromium_cdp import CHROMIUM, CDPError, chromium_available  # noqa: E402
 from chromium_cdp import Chromium as _Chromium  # noqa: E402
 
 
@@ -133,9 +133,9 @@ def headless_chromium(log_name: str, *, block_web: bool = False):
 
     ``block_web`` also blocks every http(s) request, for pages that must load nothing.
     """
-    if not CHROMIUM.exists():
+    if not chromium_available():
         reason = (
-            f"{CHROMIUM} not found: install it with "
+            f"{CHROMIUM} not found or not executable: install it with "
             "`apt-get install -y --no-install-recommends chromium` to run the browser tests"
         )
         if os.environ.get("CI"):

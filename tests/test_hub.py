@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CHROMIUM
+from conftest import CHROMIUM, chromium_available
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-artifacts" / "hub"
@@ -36,8 +36,8 @@ COURSE = Path("/home/instructor/course")
 def _unavailable() -> str | None:
     if os.geteuid() != 0:
         return "the hub test needs root (it creates Unix accounts and starts servers as them)"
-    if not CHROMIUM.exists():
-        return "no /usr/bin/chromium (apt-get install -y --no-install-recommends chromium)"
+    if not chromium_available():
+        return f"{CHROMIUM} not found or not executable (apt-get install -y --no-install-recommends chromium)"
     if not os.environ.get("CI") and os.environ.get("RBTUTOR_HUB_TEST") != "1":
         return "set RBTUTOR_HUB_TEST=1 to run it here: it resets the course state of the hub on this machine"
     return None
@@ -173,7 +173,7 @@ def test_assignment_loop_on_the_hub(hub):
 
 def run_loop(browser, passwords):
     students = {"student1": False, "student2": True}  # name: sign error
-    sessions = {}
+    sessions, data_cells = {}, {}
     # --- students: log in, see only the student tools, fetch, answer, validate, submit
     for student, sign_error in students.items():
         s = sessions[student] = Session(browser, student, passwords[student])
@@ -199,6 +199,20 @@ def run_loop(browser, passwords):
         released.locator("button:text-is('Fetch')").click()
         s.page.locator("#fetched_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         s.shot(f"04-{student}-fetched")
+        data_cells[student] = data_cell(s.api("GET", f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb").json()["content"])
+        fetched = s.page.locator("#fetched_assignments_list")
+        fetched.locator(f"text={ASSIGNMENT}").first.click()  # unfold the notebooks
+        dialog = s.page.locator(".jp-Dialog")
+        if not sign_error:  # validating before answering: the problem comes first, the cell folded away
+            fetched.locator("button:text-is('Validate')").first.click()
+            dialog.wait_for(timeout=180_000)
+            s.shot(f"05a-{student}-validated-unanswered")
+            message = dialog.locator("#validation-message")
+            assert message.locator("p").first.inner_text() == "This cell needs fixing:", message.inner_html()
+            assert message.locator("details").count() > 0, message.inner_html()
+            dialog.locator("button").last.click()
+            dialog.wait_for(state="detached")
+
         path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
         got = s.api("GET", f"api/contents/{path}")
         assert got.status == 200, got.text()
@@ -206,25 +220,28 @@ def run_loop(browser, passwords):
         put = s.api("PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": notebook})
         assert put.status in (200, 201), put.text()
 
-        fetched = s.page.locator("#fetched_assignments_list")
-        fetched.locator(f"text={ASSIGNMENT}").first.click()  # unfold the notebooks
         fetched.locator("button:text-is('Validate')").first.click()
-        dialog = s.page.locator(".jp-Dialog")
         dialog.wait_for(timeout=180_000)
         s.shot(f"05-{student}-validated")
         text = dialog.inner_text()
-        assert "Success" in text or "passes" in text or "passed" in text, text
+        # a sign error passes the form checks: the dialog must not call the notebook right
+        assert "Form checks passed" in text and "graded after you submit" in text, text
+        assert "passes all the tests" not in text, text
         dialog.locator("button").last.click()
         fetched.locator("button:text-is('Submit')").first.click()
         s.page.locator("#submitted_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         s.shot(f"06-{student}-submitted")
 
+    # --- each student fetched their own numbers, neither the released (instructor's) ones
+    released = json.loads((COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    assert len({data_cells["student1"], data_cells["student2"], data_cell(released)}) == 3, data_cells
+
     # --- student2 checks the wrong K in a kernel of their server: the diagnosis, no value
     checked = check_in_kernel(sessions["student2"])
     sessions["student2"].shot("06b-student2-checked")
     assert "p3.b.K: not right yet. The size is right but the sign is not" in checked, checked
-    for pattern in reference_values():
-        assert not re.search(pattern, checked), f"a reference value ({pattern}) is in the check's reply"
+    for pattern in key_values("student2"):
+        assert not re.search(pattern, checked), f"a key value ({pattern}) is in the check's reply"
 
     # --- students are kept apart by the file system
     denied = subprocess.run(["runuser", "-u", "student1", "--", "cat",
@@ -279,7 +296,7 @@ def run_loop(browser, passwords):
     assert "feedback returned to 2 students" in returned.stdout, returned.stdout
 
     # --- students: fetch the feedback and read it
-    key = reference_values()
+    key = key_values("student2")
     for student, sign_error in students.items():
         s = sessions[student]
         s.page.reload()
@@ -294,14 +311,13 @@ def run_loop(browser, passwords):
         html_path = f"{stamp}/{ASSIGNMENT}.html"
         html = s.api("GET", f"files/{html_path}").text()
         s.page.goto(f"{s.base}/lab/tree/{html_path}")
-        s.page.wait_for_timeout(3000)
+        # JupyterLab's own HTML viewer (a sandboxed frame, no scripts): the formulas are MathML
+        s.page.frame_locator(".jp-HTMLViewer iframe").locator("math").first.wait_for()
         s.shot(f"10-{student}-feedback-open")
+        assert "<math" in html and "mathjax" not in html.lower(), "feedback formulas must be MathML, no MathJax"
         if sign_error:
             for pattern in key:
-                assert not re.search(pattern, html), f"a reference value ({pattern}) is in student2's feedback"
-        if "<math" not in html:
-            pytest.xfail("feedback formulas are not MathML yet: the feedback helper's pages are not wired in "
-                         "(everything before this step passed)")
+                assert not re.search(pattern, html), f"a key value ({pattern}) is in student2's feedback"
     for s in sessions.values():
         s.close()
 
@@ -352,12 +368,22 @@ def read_grades() -> dict[str, tuple[str, str]]:
                 if row["assignment"] == ASSIGNMENT}
 
 
-def reference_values() -> list[str]:
-    """Regular expressions for the key's values of the parts student2 got wrong, as a page could print them.
+def data_cell(notebook: dict) -> str:
+    """The source of a notebook's locked data cell."""
+    sources = [c["source"] for c in notebook["cells"]
+               if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "problem_data"]
+    assert len(sources) == 1, f"{len(sources)} data cells"
+    return "".join(sources[0])
+
+
+def key_values(student: str) -> list[str]:
+    """Regular expressions for ``student``'s key values of the parts student2 got wrong (their own variant
+    of the hub's course data), as a page could print them.
 
     A positive value must not be preceded by a minus sign: student2's own (negated) answer may be shown.
     """
-    out = subprocess.run([sys.executable, "-m", "rbtutor", "key", "--problem", "3", "--format", "json"],
+    out = subprocess.run([sys.executable, "-m", "rbtutor", "key", "--problem", "3", "--format", "json",
+                          "--data", str(hubctl.COURSE_DATA), "--student", student],
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
     key = json.loads(out)
     patterns = set()

@@ -18,6 +18,12 @@ from pathlib import Path
 
 # Debian's Chromium; RBTUTOR_CHROMIUM names another build (or, for a check of the skips, none)
 CHROMIUM = Path(os.environ.get("RBTUTOR_CHROMIUM") or "/usr/bin/chromium")
+
+
+def chromium_available() -> bool:
+    """Whether :data:`CHROMIUM` is a file this process can execute."""
+    return CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)
+
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",

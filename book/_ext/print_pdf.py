@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from chromium_cdp import CHROMIUM, CDPError, Chromium
+from chromium_cdp import CHROMIUM, CDPError, Chromium, chromium_available
 
 # Runs in the page: wait (bounded) for MathJax, images and fonts; report what is left.
 SETTLE_JS = r"""
@@ -79,8 +79,9 @@ def single_page(index: Path) -> Path:
 
 def print_pdf(index: Path, output: Path, timeout: float = 300.0) -> dict:
     """Print index (a singlehtml build) to output; return what the page reported."""
-    if not CHROMIUM.exists():
-        raise SystemExit(f"{CHROMIUM} not found: `apt-get install -y --no-install-recommends chromium`")
+    if not chromium_available():
+        raise SystemExit(f"{CHROMIUM} not found or not executable: "
+                         "`apt-get install -y --no-install-recommends chromium`")
     if not index.is_file():
         raise SystemExit(f"{index} not found: build the single-page HTML first")
     page = single_page(index)

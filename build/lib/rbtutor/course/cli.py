@@ -1,0 +1,81 @@
+"""One command line for the course: ``python -m rbtutor.course COMMAND [--root COURSE]``.
+
+Commands, in the order an instructor uses them:
+
+``render [--data FILE]``
+    write the locked helper and data cells of every source notebook (from the
+    reference data, or from FILE merged over it);
+``generate``
+    student versions of every assignment into ``release/``;
+``collect ASSIGNMENT``
+    take the students' submissions from the exchange into ``submitted/``, each checked
+    by the intake (links, special files, floods and source copies refused);
+``grade [--jobs N | --scheduler ADDRESS]``
+    autograde every submission, write feedback, ``grades.csv`` and the integrity report;
+    with ``--scheduler``, on the workers of a Dask cluster (:mod:`rbtutor.course.cluster`);
+``return-feedback``
+    put the feedback into the exchange for the students to fetch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .layout import CourseError, CourseLayout
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rbtutor.course", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=None, help="course folder (with nbgrader_config.py); "
+                        "default: this folder or the nearest one above it")
+    sub = parser.add_subparsers(dest="command", required=True)
+    render = sub.add_parser("render", help="write the locked helper and data cells of every notebook")
+    render.add_argument("--data", help="variant data (YAML) merged over the reference data")
+    sub.add_parser("generate", help="student versions of every assignment into release/")
+    collect = sub.add_parser("collect", help="take submissions from the exchange into submitted/")
+    collect.add_argument("assignment")
+    grade = sub.add_parser("grade", help="autograde every submission, feedback, grades.csv, report")
+    grade.add_argument("--jobs", type=int, default=None,
+                       help="grade this many submissions at once (default: one per core, plus one)")
+    grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="grade on the workers of this Dask scheduler (tcp://host:8786) instead of here")
+    sub.add_parser("return-feedback", help="put the feedback into the exchange")
+    # --root is accepted after the command too (python -m rbtutor.course grade --root DIR)
+    for command in sub.choices.values():
+        command.add_argument("--root", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        layout = CourseLayout(args.root) if args.root else CourseLayout.find()
+    except CourseError as exc:
+        parser.error(str(exc))
+    if args.command == "render":
+        from .render import render_course
+
+        try:
+            changed = render_course(layout, args.data)
+        except (OSError, ValueError) as exc:
+            print(f"rbtutor.course render: {exc}", file=sys.stderr)
+            return 2
+        for path in changed:
+            print(f"updated {path.relative_to(layout.root)}")
+        return 0
+    if args.command == "grade":
+        if args.jobs is not None and args.jobs < 1:
+            parser.error(f"--jobs must be at least 1, got {args.jobs}")
+        if args.scheduler:
+            if args.jobs is not None:
+                parser.error("--jobs and --scheduler exclude each other (a cluster has its own workers)")
+            from .cluster import grade_on_cluster
+
+            return grade_on_cluster(layout, args.scheduler)
+        from .grade import grade as run
+
+        return run(layout, args.jobs)
+    if args.command == "collect":
+        from .grade import collect
+
+        return collect(layout, args.assignment)
+    from .grade import generate, return_feedback
+
+    return {"generate": generate, "return-feedback": return_feedback}[args.command](layout)

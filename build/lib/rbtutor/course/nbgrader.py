@@ -1,0 +1,108 @@
+"""How the course drives nbgrader: its configuration, and an API object for one course.
+
+``nbgrader_config.py`` in a course folder is two lines: it calls :func:`configure`
+with the course root. Every nbgrader command run in that folder, the Formgrader
+and rbtutor's own commands then see the same configuration:
+
+* sources in ``exercises/``, the exchange in ``exchange/`` (or ``RBTUTOR_EXCHANGE``),
+  the gradebook ``gradebook.db`` (or ``RBTUTOR_GRADEBOOK``, e.g. PostgreSQL);
+* late submissions penalised by :class:`rbtutor.course.late.PercentPerDay`;
+* autograding runs the grading pipeline of :mod:`rbtutor.grading`: cells restored
+  and scanned before execution; execution in the confined kernel
+  (:mod:`rbtutor.grading.sandbox`) in a throwaway folder, bounded in time and
+  output; the handed-in values judged in the grading process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .layout import CourseLayout
+
+
+def configure(c, root: str | os.PathLike) -> None:
+    """Fill the traitlets config ``c`` (from ``get_config()``) for the course at ``root``."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        ClearOutput,
+        IgnorePattern,
+        LimitOutput,
+        OverwriteKernelspec,
+        SaveAutoGrades,
+    )
+
+    from ..grading import sandbox
+    from ..grading.execute import BoundedExecute
+    from ..grading.feedback import SanitizeNotebook
+    from ..grading.judge import JudgeAnswers
+    from ..grading.outputs import CapOutput
+    from ..grading.restore import RestoreCells
+    from ..grading.scan import ScanSubmission
+
+    layout = CourseLayout(Path(root))
+    c.CourseDirectory.root = str(layout.root)
+    c.CourseDirectory.course_id = "rbtutor"
+    c.CourseDirectory.source_directory = "exercises"
+    c.CourseDirectory.db_url = layout.gradebook_url
+    c.Exchange.root = str(layout.exchange)
+
+    c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+    c.JudgeAnswers.data_file = str(layout.data_file)
+    c.Execute.kernel_name = sandbox.install()
+    # The confined kernel has no network: it talks to the grader over IPC sockets in a private
+    # folder that BoundedExecute makes afresh for every notebook and removes after it.
+    c.KernelManager.transport = "ipc"
+    c.Autograde.sanitize_preprocessors = [
+        ClearOutput,
+        OverwriteKernelspec,
+        RestoreCells,
+        ScanSubmission,
+        CheckCellMetadata,
+    ]
+    c.Autograde.autograde_preprocessors = [
+        BoundedExecute,
+        CapOutput,
+        JudgeAnswers,
+        IgnorePattern,
+        ClearMetadataPreprocessor,
+        LimitOutput,
+        SaveAutoGrades,
+        SanitizeNotebook,
+        AssignLatePenalties,
+        CheckCellMetadata,
+    ]
+    # late policy (H10): a share of the score per started day late; due dates from exercises/due_dates.yaml
+    from .late import PercentPerDay
+
+    c.AssignLatePenalties.plugin_class = PercentPerDay
+    c.Execute.timeout = 120
+    c.BoundedExecute.notebook_timeout = 300
+
+
+def api(course: CourseLayout | str | os.PathLike):
+    """An ``NbGraderAPI`` configured by the course's ``nbgrader_config.py`` (a layout or its root)."""
+    layout = course if isinstance(course, CourseLayout) else CourseLayout(Path(course))
+    import warnings
+
+    from nbgrader.apps import NbGraderAPI
+    from sqlalchemy.exc import SAWarning
+    from traitlets.config.loader import PyFileConfigLoader
+
+    # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every submission; they say
+    # nothing about the grades and would bury the progress lines
+    warnings.filterwarnings("ignore", category=SAWarning, module=r"nbgrader\.")
+
+    # a new gradebook runs `alembic`, which lives beside this interpreter
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+    config = PyFileConfigLoader(layout.config.name, path=str(layout.root)).load_config()
+    config.CourseDirectory.root = str(layout.root)
+    return NbGraderAPI(config=config)

@@ -1,0 +1,107 @@
+"""The fetch hook: each student's fetched notebooks carry that student's own numbers.
+
+nbgrader releases one notebook for the whole class. :class:`PersonalFetchAssignment`
+is nbgrader's default fetch (``ExchangeFetchAssignment``) followed by one step: in
+every notebook the fetch has just copied, the locked ``problem_data`` cell is
+rewritten with the fetching student's variant (:func:`rbtutor.problems.variants.variant`),
+rendered by :func:`rbtutor.course.render.data_source` as the instructor's cell is.
+The cell keeps its metadata (grade id, locked flag); only its checksum is recomputed
+for the new source, so that nbgrader's Validate, which compares a locked cell's
+stored checksum with its source, still sees an untouched cell. The grader puts the
+same source back (:class:`rbtutor.grading.restore.RestoreCells`), whatever the
+student did to the cell.
+
+Configured for students (e.g. in the hub's system-wide nbgrader config)::
+
+    c.ExchangeFactory.fetch_assignment = "rbtutor.course.personal.PersonalFetchAssignment"
+    c.PersonalFetchAssignment.data_file = "/srv/course/exercises/problem_data.yaml"
+
+``data_file`` is the course data (readable by students); variants apply only when it
+switches them on (``variants: {per_student: true}``), otherwise the hook changes
+nothing. The student is ``CourseDirectory.student_id`` when one is given, else the
+name nbgrader's own ``submit`` files the submission under (``nbgrader.utils.get_username``:
+the Unix user name, or ``JUPYTERHUB_USER`` in a ``jovyan`` container), so the numbers
+fetched and the key graded belong to the same id. The variant is deterministic, so a
+re-fetch, a restart or another machine give the same numbers. Notebooks that were
+already there before the fetch (``replace_missing_files``) are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from nbgrader.exchange.default import ExchangeFetchAssignment
+from traitlets import Unicode
+
+from ..grading.protocol import DATA_ID
+from .render import data_source
+
+_HEADER = re.compile(r"#\s*Problem\s+(\d+)\s+data\b")
+
+
+def student_id_of(coursedir) -> str:
+    """The id the fetching student's submissions are filed under (see the module docstring)."""
+    from nbgrader.utils import get_username
+
+    given = getattr(coursedir, "student_id", "*") or "*"
+    return given if given != "*" else get_username()
+
+
+def personalise(path: Path, data: dict, student_id: str) -> bool:
+    """Rewrite the ``problem_data`` cell of the notebook ``path`` with ``student_id``'s variant.
+
+    Returns whether the notebook had such a cell (and was rewritten). The problem number
+    comes from the cell's own first line (``# Problem N data ...``, as rendered).
+
+    Raises
+    ------
+    ValueError
+        If the data cell does not say which problem it belongs to.
+    """
+    import nbformat
+    from nbgrader.utils import compute_checksum
+
+    from ..problems.variants import variant
+
+    nb = nbformat.read(path, as_version=4)
+    done = False
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if not isinstance(meta, dict) or meta.get("grade_id") != DATA_ID:
+            continue
+        match = _HEADER.match(cell.source)
+        if match is None:
+            raise ValueError(f"{path}: the {DATA_ID} cell does not start with '# Problem N data'")
+        cell.source = data_source(int(match.group(1)), variant(data, student_id))
+        if "checksum" in meta:
+            meta["checksum"] = compute_checksum(cell)
+        done = True
+    if done:
+        nbformat.write(nb, path)
+    return done
+
+
+class PersonalFetchAssignment(ExchangeFetchAssignment):
+    """nbgrader's fetch, then the data cells rewritten with the student's own variant."""
+
+    data_file = Unicode("", help="the course's problem data (YAML merged over the reference data, with "
+                        "'variants: {per_student: true}' to switch variants on); empty: the reference data, "
+                        "without variants").tag(config=True)
+
+    def copy_files(self):
+        before = set(self._notebooks()) if os.path.isdir(self.dest_path) else set()
+        super().copy_files()
+        from ..problems.variants import load_course_data, per_student
+
+        data = load_course_data(self.data_file or None)
+        if not per_student(data):
+            return
+        student = student_id_of(self.coursedir)
+        for path in sorted(set(self._notebooks()) - before):
+            if personalise(path, data, student):
+                self.log.info("Data cell of %s: the numbers of %s", path.name, student)
+
+    def _notebooks(self):
+        return [p for p in Path(self.dest_path).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]

@@ -1,0 +1,348 @@
+"""Step: execute. Run a submitted notebook in the confined kernel, bounded in time and output.
+
+:class:`BoundedExecute` replaces nbgrader's ``Execute`` in the autograde stage: a
+time limit for the whole notebook on top of the per-cell timeout, survival of a
+dying kernel (the parts judged before it keep their points), a malformed or
+oversized kernel message treated like a dead kernel, and the output budget of
+:mod:`rbtutor.grading.outputs` applied while messages arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from time import monotonic
+
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import Execute
+from traitlets import Enum, Float, Integer, Unicode
+
+from .outputs import cut, note, output_size, size_of, text_of
+from .protocol import ANSWER_MIME
+from .report import Events, event, grading_meta
+
+#: What a kernel message the client cannot parse raises inside nbclient/jupyter_client (bad JSON,
+#: bad signature, missing fields, wrong types): the notebook then ends as if the kernel had died.
+MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError, UnicodeError)
+
+
+@contextmanager
+def throwaway_folder(prefix: str, copy_from: str | None = None):
+    """A new private folder (mode 0700) removed afterwards, whatever was made inside it.
+
+    With ``copy_from``: its regular files and folders are copied in first, never following
+    a link (links and special files are left out).
+    """
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        if copy_from:
+            _copy_regular(Path(copy_from), folder)
+        yield folder
+    finally:
+        remove_tree(folder)
+
+
+def _copy_regular(source: Path, target: Path, depth: int = 0) -> None:
+    if depth > 8:
+        return
+    with os.scandir(source) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                (target / entry.name).mkdir(mode=0o755)
+                _copy_regular(Path(entry.path), target / entry.name, depth + 1)
+            elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_nlink == 1:
+                shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove ``folder`` and everything in it without following links, even folders made unwritable."""
+
+    def retry(function, path, _exc):
+        try:
+            parent = os.path.dirname(path)
+            os.chmod(parent, stat.S_IRWXU)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+            function(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(folder, onerror=retry)
+
+
+def _not_run(message: str):
+    return new_output("error", ename="NotRun", evalue=message, traceback=[f"NotRun: {message}"])
+
+
+# --------------------------------------------------------------------------- execution
+
+
+def _death_reason(km) -> str:
+    """Why the kernel process ended, from its exit status."""
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    code = None
+    if process is not None:
+        try:
+            code = process.poll()
+        except Exception:  # noqa: BLE001 - only for the message
+            code = getattr(process, "returncode", None)
+    if code is None:
+        return "it stopped answering"
+    if code < 0 or code > 128:
+        number = -code if code < 0 else code - 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        hint = {"SIGKILL": ", e.g. out of memory", "SIGSEGV": ", a crash"}.get(name, "")
+        return f"killed by {name}{hint}"
+    return f"it exited with status {code}"
+
+
+class BoundedExecute(Events, Execute):
+    """nbgrader's Execute with a time limit for the whole notebook and survival of kernel death.
+
+    Before each cell: if the notebook's time (counted from the moment its kernel is
+    ready) is up, or its kernel has died, the cell is not run and gets an error
+    output saying why. A cell's own timeout is ``min(timeout, time left)``. Outputs
+    collected while running are guarded in bytes (``max_cell_output_bytes``) so a
+    flood of output cannot exhaust the grader's memory; CapOutput trims further.
+    """
+
+    stage = "execute"
+
+    notebook_timeout = Float(240.0, help="time limit in seconds for the whole notebook "
+                             "(cells after it are not run); <= 0 means no limit").tag(config=True)
+    max_cell_output_bytes = Integer(1_000_000, help="outputs kept per cell while it runs; "
+                                    "the rest is dropped on arrival").tag(config=True)
+    max_notebook_output_bytes = Integer(20_000_000, help="outputs kept for the whole notebook while "
+                                        "it runs").tag(config=True)
+    max_answer_bytes = Integer(1_000_000, help="a hand-in payload above this is dropped").tag(config=True)
+    max_message_bytes = Integer(64 * 2**20, help="a kernel message above this many bytes is dropped by "
+                                "zmq before it reaches the grader").tag(config=True)
+    report_dir = Unicode("", help="folder of the integrity events (default: "
+                         "<CourseDirectory.root>/integrity)").tag(config=True)
+    # A graded kernel is thrown away: killing it at once saves the ~0.2 s a polite
+    # shutdown takes (the sandbox goes with it: bwrap's pid namespace ends with it).
+    shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate",
+                           help="how the kernel is stopped after the notebook").tag(config=True)
+
+    def preprocess(self, nb, resources=None, km=None):
+        from nbclient.client import NotebookClient
+
+        NotebookClient.__init__(self, nb, km)
+        self.reset_execution_trackers()
+        self._check_assign_resources(resources)
+        self._events_seen: list[dict] = []
+        self._deadline = None
+        self._stopped = None  # the reason later cells are not run
+        self._not_run: list[int] = []
+        self._nb_bytes = 0
+        metadata = self.resources.setdefault("metadata", {})
+        original = metadata.get("path")
+        try:
+            # The kernel works in a throwaway copy of the notebook's folder and talks to us
+            # through a socket folder of its own; both are removed when it ends, so nothing
+            # it leaves there (links, sockets, files) is ever opened by the grader.
+            with throwaway_folder("rbtutor-work-", copy_from=original) as work, \
+                    throwaway_folder("rbtutor-ipc-") as ipc:
+                metadata["path"] = str(work)
+                self._ipc = ipc
+                with self.setup_kernel():
+                    info_msg = self.wait_for_reply(self.kc.kernel_info())
+                    self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+                    if self.notebook_timeout and self.notebook_timeout > 0:
+                        self._deadline = monotonic() + self.notebook_timeout
+                    for index, cell in enumerate(self.nb.cells):
+                        self.preprocess_cell(cell, resources, index)
+                self.set_widgets_metadata()
+        finally:
+            metadata["path"] = original
+            if self._not_run:
+                self._events_seen.append(event(
+                    "cells_not_run", f"{len(self._not_run)} cells were not run: {self._stopped}",
+                    cells=self._not_run))
+            self._store(self.resources, self._events_seen)
+        return self.nb, self.resources
+
+    def create_kernel_manager(self):
+        """The kernel manager, with its connection file and IPC sockets in this notebook's own folder."""
+        km = super().create_kernel_manager()
+        km.transport = "ipc"
+        km.ip = str(self._ipc / "kernel")
+        km.connection_file = str(self._ipc / "connection.json")
+        # zmq drops a message above this size instead of handing it to us (the grader's memory is
+        # bounded whatever the kernel sends); the cell then times out and the event says why
+        import zmq
+
+        make_client, limit = km.client, self.max_message_bytes
+
+        def client(**kwargs):
+            kc = make_client(**kwargs)
+            kc.context.setsockopt(zmq.MAXMSGSIZE, limit)  # before its channels make their sockets
+            return kc
+
+        km.client = client
+        return km
+
+    async def async_start_new_kernel(self, **kwargs):
+        # The sandbox hides the course; the kernel's folder is outside it, so name it.
+        root = self._course_root()
+        if root:
+            env = dict(kwargs.get("env") or os.environ)
+            hidden = [p for p in env.get("RBTUTOR_COURSE_ROOT", "").split(os.pathsep) if p]
+            env["RBTUTOR_COURSE_ROOT"] = os.pathsep.join(dict.fromkeys([*hidden, str(root)]))
+            kwargs["env"] = env
+        return await super().async_start_new_kernel(**kwargs)
+
+    def _course_root(self) -> str | None:
+        try:
+            section = self.config.CourseDirectory
+            return section.root if "root" in section else None
+        except AttributeError:
+            return None
+
+    def _time_left(self):
+        return None if self._deadline is None else self._deadline - monotonic()
+
+    def _get_timeout(self, cell):
+        timeout = super()._get_timeout(cell)
+        left = self._time_left()
+        if cell is None or left is None:
+            return timeout
+        left = max(left, 0.1)
+        return left if timeout is None else min(timeout, left)
+
+    def _limit_message(self):
+        return f"not run: the notebook's time limit of {self.notebook_timeout:g} s was reached"
+
+    def _skip(self, cell, index):
+        if cell.cell_type == "code" and cell.source.strip():
+            cell.outputs = [_not_run(self._stopped)]
+            cell.execution_count = None
+            self._not_run.append(index)
+
+    def preprocess_cell(self, cell, resources, index):
+        self._check_assign_resources(resources)
+        if cell.cell_type != "code" or not cell.source.strip():
+            return cell, self.resources
+        left = self._time_left()
+        if self._stopped is None and left is not None and left <= 0:
+            self._stopped = self._limit_message()
+            self._events_seen.append(event("time_limit", f"the notebook's time limit of "
+                                            f"{self.notebook_timeout:g} s was reached before cell {index}",
+                                            cell=index))
+        if self._stopped is not None:
+            self._skip(cell, index)
+            return cell, self.resources
+        self._cell_bytes, self._cell_dropped, self._cell_answer_bytes = 0, 0, 0
+        grade_id = grading_meta(cell).get("grade_id")
+        try:
+            cell = self.execute_cell(cell, index, store_history=True)
+        except DeadKernelError:
+            reason = _death_reason(self.km)
+            self._stopped = f"not run: the kernel died ({reason})"
+            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"the kernel died while running "
+                                                                      f"this cell ({reason})")]
+            self._events_seen.append(event("kernel_died", f"the kernel died in cell {index} ({reason})",
+                                            cell=index, grade_id=grade_id, reason=reason))
+        except MALFORMED as exc:
+            reason = f"it sent a message the grader could not read ({type(exc).__name__})"
+            self._stopped = f"not run: {reason}"
+            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: the kernel {reason}")]
+            self._events_seen.append(event("message_malformed", f"the kernel sent a malformed message in cell "
+                                           f"{index}; the notebook was stopped there", cell=index,
+                                           grade_id=grade_id, error=cut(str(exc), 300)))
+        except CellTimeoutError:
+            # No reply even after the interrupt: the kernel ignores interrupts, or it sent a message
+            # above max_message_bytes, which zmq dropped (the channel is then broken). Either way
+            # it no longer answers: the notebook ends here, as with a dead kernel.
+            reason = (f"it stopped answering (it ignored the interrupt, or sent a message above "
+                      f"{self.max_message_bytes} bytes, which was dropped)")
+            self._stopped = f"not run: {reason}"
+            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: the kernel {reason}")]
+            self._events_seen.append(event("kernel_unresponsive", f"cell {index}: the kernel stopped answering; the "
+                                           "notebook was stopped there", cell=index, grade_id=grade_id))
+        else:
+            timed_out = any(o.get("output_type") == "error" and o.get("ename") == "CellTimeoutError"
+                            for o in cell.get("outputs", []))
+            left = self._time_left()
+            if timed_out and left is not None and left <= 0:
+                self._stopped = self._limit_message()
+                cell.outputs.append(_not_run(f"stopped: the notebook's time limit of "
+                                             f"{self.notebook_timeout:g} s was reached in this cell"))
+                self._events_seen.append(event("time_limit", f"the notebook's time limit of "
+                                                f"{self.notebook_timeout:g} s was reached in cell {index}",
+                                                cell=index, grade_id=grade_id))
+            elif timed_out:
+                self._events_seen.append(event("cell_timeout", f"cell {index} reached the per-cell "
+                                                f"timeout of {self.timeout} s", cell=index, grade_id=grade_id))
+        if getattr(self, "_cell_dropped", 0):
+            cell.outputs.append(note(f"… output cut while running: {self._cell_dropped} bytes dropped "
+                                      f"(at most {self.max_cell_output_bytes} bytes are kept per cell)"))
+            self._events_seen.append(event("output_cut", f"cell {index}: {self._cell_dropped} bytes of "
+                                            f"output dropped while running (at most "
+                                            f"{self.max_cell_output_bytes} bytes kept per cell)", cell=index,
+                                            grade_id=grade_id, dropped_bytes=self._cell_dropped))
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error" and output.get("ename") == "MemoryError":
+                self._events_seen.append(event("memory_error", f"cell {index} ran out of memory",
+                                                cell=index, grade_id=grade_id))
+        return cell, self.resources
+
+    # --- byte guard on outputs as they arrive -------------------------------------
+
+    def output(self, outs, msg, display_id, cell_index):
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is None or not hasattr(self, "_cell_bytes"):
+            return out
+        self._guard(outs, out)
+        return out
+
+    def _guard(self, outs, out):
+        data = out.get("data") if isinstance(out.get("data"), dict) else None
+        if data is not None and ANSWER_MIME in data:
+            size = size_of(data[ANSWER_MIME])
+            if self._cell_answer_bytes + size > self.max_answer_bytes:
+                self._cell_dropped += size_of(data.pop(ANSWER_MIME))
+            else:
+                self._cell_answer_bytes += size
+                return
+        size = output_size(out)
+        room = min(self.max_cell_output_bytes - self._cell_bytes,
+                   self.max_notebook_output_bytes - self._nb_bytes)
+        if size <= room:
+            self._cell_bytes += size
+            self._nb_bytes += size
+            return
+        room = max(room, 0)
+        if out.get("output_type") == "stream" and room > 0:
+            out["text"] = cut(text_of(out.get("text", "")), room)
+            kept = room
+        elif out.get("output_type") == "error":
+            out["evalue"] = cut(text_of(out.get("evalue", "")), 2000)
+            out["traceback"] = [cut(text_of(out.get("traceback", [])), 4000)]
+            kept = output_size(out)
+        else:
+            if outs and outs[-1] is out:
+                outs.pop()
+            kept = 0
+        self._cell_dropped += max(size - kept, 0)
+        self._cell_bytes += kept
+        self._nb_bytes += kept
+
+    def _update_display_id(self, display_id, msg):
+        data = msg.get("content", {}).get("data")
+        if isinstance(data, dict) and size_of(data) > self.max_cell_output_bytes:
+            msg["content"]["data"] = {"text/plain": f"… display update dropped ({size_of(data)} bytes)"}
+        return super()._update_display_id(display_id, msg)
+
+

@@ -1,0 +1,612 @@
+"""Step: judge. The grader's decision on each handed-in answer: pass or fail, feedback, a diagnosis.
+
+This runs in the grading process (an nbgrader preprocessor calls it after the
+student's notebook has been executed), never in the student's kernel: the
+submitted object is only inspected, never trusted. It is accepted only if it is
+made of plain numbers (``int``, ``float``, ``bool``, NumPy integer, floating or
+bool scalars, NumPy arrays of those dtypes, and lists or tuples of these) and is
+then converted once with ``np.asarray(value, dtype=float)``; anything else, such
+as an object with a custom ``__eq__``, ``__float__`` or ``__array__``, fails as
+``"not_numeric"`` without any of its methods being called.
+
+The reference value always comes from :func:`rbtutor.problems.answer_key`
+(computed from the problem data), and the printed precision from
+the published key (``rbtutor/problems/answer_key.yaml``). How an answer is
+judged comes from its :class:`rbtutor.problems.Answer`: its ``kind`` (algebraic,
+integrated, roundoff, text), whether it is ``periodic`` (an angle, equal modulo a
+full turn), whether it is a ``quaternion`` (``q`` and ``-q`` both right), its
+round-off ``bound`` and its known ``mistakes``. Nothing is read from the spelling
+of an answer id. Feedback never states the reference value: it names a recognised
+mistake or says roughly how far off the answer is.
+
+Diagnosis codes (``Verdict.diagnosis``)
+---------------------------------------
+On a pass: ``None``, or ``"accepted_printed"`` when the value printed in the
+key was accepted under an erratum with ``accept_printed: true``.
+
+On a failure, input problems: ``"not_numeric"``, ``"not_text"``,
+``"not_finite"``, ``"shape"``. Recognised mistakes (the answer's own
+``mistakes`` first, then :data:`GENERIC_MISTAKES`; every code has its text in
+:data:`MESSAGES`): ``"sign"``, ``"transposed"`` (also a matrix handed in with
+rows and columns swapped, whatever its shape), ``"degrees"``, ``"factor_1000"``,
+``"inertia_g_for_o"``, ``"origin_at_g"``, ``"parallel_axis_sign"``, and for Euler
+parameters ``"scalar_last"``, ``"conjugate"``, ``"quaternion_sign"``,
+``"wrong_frame"``, ``"sequence"``, ``"degrees_in"``. Precision of an integrated answer:
+``"not_accurate_enough"``. Otherwise how far off: ``"off_by_percent"`` (same
+sign, size within a factor 2), ``"off_by_factor"`` (same sign, size off by more),
+``"sign_and_size"``, ``"entries"`` (some entries of an array disagree, not by
+one common factor), ``"wrong_value"`` (anything else, including a wrong text
+answer or a residual above its round-off bound).
+
+Examples
+--------
+>>> judge("p3.b.K", 2.16e6).passed
+True
+>>> judge("p3.b.K", -2.16e6).diagnosis
+'sign'
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+
+from ..problems import PERIODS, PUBLISHED_KEY, Answer, answer_key, read_yaml
+from ..problems.printed import printed_half_unit, printed_value
+from .protocol import HAND_IN, handed_in
+from .report import Events, event
+
+ERRATA_PAGE = "the errata page of the book (book/errata)"
+
+#: The judging rules, in one place.
+RULES: dict[str, object] = {
+    # Algebraic answers pass within max(printed half-unit, this x |reference|), entry by
+    # entry: right to about three significant figures is right.
+    "algebraic_rtol": 1e-3,
+    # Answers of kind "integrated" (a time integration) must agree to the printed
+    # half-unit of each entry (no relative allowance).
+    # An integrated answer outside its printed precision but within this relative
+    # distance (norm of the difference / norm of the reference) is "not_accurate_enough".
+    "integrated_close_rtol": 1e-2,
+    # An integrated answer that the printed key does not give: relative tolerance per entry.
+    "integrated_unpublished_rtol": 1e-4,
+    # Floor of every tolerance, relative to the largest entry of the reference, so that an
+    # entry that is zero in theory may carry floating-point noise.
+    "zero_floor_rtol": 1e-9,
+    # Answers marked periodic are equal modulo one full turn of their unit.
+    "periods": PERIODS,
+    # A submitted value may hold at most this many numbers (more is refused as "shape").
+    "max_entries": 10_000,
+}
+
+MESSAGES = {
+    "sign": "The size is right but the sign is not. Check the direction of the axes "
+            "(x forward, y to port, z up) and the order of the factors in cross products.",
+    "transposed": "The entries are right but transposed: rows and columns are swapped.",
+    "degrees": "The value looks like degrees where radians are asked for, or the other way round.",
+    "factor_1000": "The value is off by a factor of a thousand: check the units "
+                   "(kg or tonnes, N or kN, m or mm).",
+    "inertia_g_for_o": "This uses the inertia about G where the inertia about O is asked for; "
+                       "move it to O with the parallel-axis theorem.",
+    "origin_at_g": "This is the matrix with the origin at G; the question asks for it about O, "
+                   "where translation and rotation are coupled through m S(r_G).",
+    "parallel_axis_sign": "The parallel-axis term has the wrong sign: I_O = I_G - m S(r_G) S(r_G). "
+                          "Moving the reference point away from G can only increase the moments "
+                          "of inertia.",
+    "scalar_last": "These are the right Euler parameters in the wrong order: the course stores them "
+                   "scalar first, [theta0, theta1, theta2, theta3], while some libraries (scipy's "
+                   "Rotation.as_quat, for one) put the scalar last.",
+    "conjugate": "This is the inverse rotation: the vector part [theta1, theta2, theta3] has the wrong "
+                 "sign (or the matrix maps GCS to body instead of body to GCS).",
+    "quaternion_sign": "This has the opposite sign. G is linear in the Euler parameters, so G(-theta) = "
+                       "-G(theta): the given parameter rates belong to the parameters with theta0 > 0, "
+                       "and with -theta the rates change sign too.",
+    "wrong_frame": "This is the right quantity in the other frame: G_0 gives components in the GCS, "
+                   "G_b in the body frame, and R takes body components to GCS components.",
+    "sequence": "This is a different rotation sequence. The course's Euler angles are z-y-x: "
+                "R = Rz(psi) Ry(theta) Rx(phi); the node's 'Rotation' output is x-y-z: "
+                "R = Rx(phi0) Ry(phi1) Rz(phi2).",
+    "degrees_in": "The angles of the data are in radians; this treats them as degrees.",
+    "not_accurate_enough": "Close, but not accurate enough for an integrated quantity: the "
+                           "integration tolerance is too loose. The defaults of solve_ivp "
+                           "(rtol and atol) are not enough here; tighten both by several orders "
+                           "of magnitude, or use a higher-order method such as DOP853.",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision on one answer.
+
+    Attributes
+    ----------
+    passed : bool
+    message : str
+        Feedback for the student; it never contains the reference value.
+    diagnosis : str or None
+        A short code (see the module docstring), None for a plain pass.
+    """
+
+    passed: bool
+    message: str
+    diagnosis: str | None = None
+
+
+# --- recognised mistakes ------------------------------------------------------------------
+# Quantity-specific wrong versions are carried by each Answer (its ``mistakes``, computed in
+# rbtutor.problems beside the value); the generic ones below are tried for every numeric answer.
+
+
+def _to_degrees(ref: np.ndarray, unit: str):
+    return (np.degrees(ref), "deg") if unit.strip().startswith("rad") else None
+
+
+def _to_radians(ref: np.ndarray, unit: str):
+    return (np.radians(ref), "rad") if unit.strip().startswith("deg") else None
+
+
+#: Wrong versions tried for every numeric answer, in order: (diagnosis, (reference, unit) ->
+#: (value, unit of that value) or None).
+GENERIC_MISTAKES: list[tuple[str, Callable[[np.ndarray, str], tuple[np.ndarray, str] | None]]] = [
+    ("sign", lambda ref, unit: (-ref, unit)),
+    ("transposed", lambda ref, unit: (ref.T, unit) if ref.ndim == 2 else None),
+    ("degrees", _to_degrees),
+    ("degrees", _to_radians),
+    ("factor_1000", lambda ref, unit: (ref * 1000.0, unit)),
+    ("factor_1000", lambda ref, unit: (ref / 1000.0, unit)),
+]
+
+
+# --- inputs ------------------------------------------------------------------------------
+
+_PLAIN_TYPES = (int, float, bool)
+_NUMPY_SCALARS = frozenset(
+    np.dtype(code).type for code in np.typecodes["AllInteger"] + np.typecodes["Float"] + "?"
+)
+
+
+def _plain_numbers(obj, limit: int) -> str:
+    """"ok", "not_numeric" or "too_many": whether obj is made only of plain numbers.
+
+    Only exact types are looked at (no subclasses), and no method of obj is called.
+    """
+    stack, count = [obj], 0
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _PLAIN_TYPES or kind in _NUMPY_SCALARS:
+            count += 1
+        elif kind is np.ndarray:
+            if item.dtype.kind not in "biuf":
+                return "not_numeric"
+            count += item.size
+        elif kind is list or kind is tuple:
+            count += len(item)
+            if count <= limit:
+                stack.extend(item)
+        else:
+            return "not_numeric"
+        if count > limit:
+            return "too_many"
+    return "ok"
+
+
+def _describe_shape(shape: tuple) -> str:
+    if shape == ():
+        return "a single number"
+    if len(shape) == 1:
+        return f"a vector of {shape[0]} numbers"
+    if len(shape) == 2:
+        return f"a {shape[0]} x {shape[1]} matrix"
+    return f"an array of shape {shape}"
+
+
+def _as_numbers(submitted, expected_shape: tuple) -> np.ndarray | Verdict:
+    """The submitted value as a float array of the expected shape, or the failing Verdict."""
+    expected = _describe_shape(expected_shape)
+    status = _plain_numbers(submitted, int(RULES["max_entries"]))
+    if status == "not_numeric":
+        return Verdict(False, f"Expected plain numbers ({expected}), got an object of type "
+                              f"{type(submitted).__name__}.", "not_numeric")
+    if status == "too_many":
+        return Verdict(False, f"Expected {expected}, got far too many numbers.", "shape")
+    try:
+        array = np.asarray(submitted, dtype=float)
+    except OverflowError:
+        return Verdict(False, "A number is too large to be represented.", "not_finite")
+    except ValueError:
+        return Verdict(False, f"Expected {expected}, got rows of unequal length.", "shape")
+    except TypeError:
+        return Verdict(False, f"Expected plain numbers ({expected}).", "not_numeric")
+    array = np.squeeze(array)
+    if array.shape != expected_shape:
+        return Verdict(False, f"Expected {expected}, got {_describe_shape(array.shape)}.", "shape")
+    if not np.all(np.isfinite(array)):
+        return Verdict(False, "The answer contains NaN or infinity.", "not_finite")
+    return array
+
+
+# --- published key and reference ---------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _read_published(path: str) -> dict:
+    return read_yaml(Path(path).read_text(encoding="utf-8")) or {}
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_key() -> dict:
+    return answer_key()
+
+
+def _printed_array(printed, shape: tuple, parse) -> np.ndarray | None:
+    """parse() applied to each printed entry, as an array of ``shape``, or None if they do not fit."""
+    if printed is None:
+        return None
+    try:
+        values = np.vectorize(lambda s: parse(str(s)), otypes=[float])(np.array(printed, dtype=object))
+    except ValueError:
+        return None
+    values = np.squeeze(values)
+    return values if values.shape == shape else None
+
+
+# --- comparison ---------------------------------------------------------------------------
+
+
+def _period(answer: Answer, unit: str | None = None) -> float | None:
+    """One full turn in ``unit`` (the answer's own by default) for a periodic answer, else None."""
+    if not answer.periodic:
+        return None
+    return float(RULES["periods"][(unit or answer.unit).strip()])
+
+
+def _difference(x: np.ndarray, target: np.ndarray, period: float | None) -> np.ndarray:
+    d = x - target
+    if period is not None:
+        d = (d + period / 2) % period - period / 2
+    return d
+
+
+def _agrees(x, target, tol, period) -> np.ndarray:
+    """Entry-by-entry agreement (a value exactly on the boundary agrees)."""
+    return np.abs(_difference(x, target, period)) <= tol * (1.0 + 1e-9) + 1e-300
+
+
+def _same(x, target, tol, period, quaternion: bool) -> bool:
+    """Whether every entry agrees; for a quaternion, with ``target`` or with ``-target``."""
+    if np.all(_agrees(x, target, tol, period)):
+        return True
+    return quaternion and bool(np.all(_agrees(x, -target, tol, period)))
+
+
+def _tolerance(reference: np.ndarray, half: np.ndarray | None, integrated: bool) -> np.ndarray:
+    size = np.abs(reference)
+    floor = float(RULES["zero_floor_rtol"]) * (float(size.max()) if size.size else 0.0)
+    if integrated:
+        tol = half if half is not None else float(RULES["integrated_unpublished_rtol"]) * size
+    else:
+        tol = np.maximum(0.0 if half is None else half, float(RULES["algebraic_rtol"]) * size)
+    return np.maximum(tol, floor)
+
+
+def _scaled_tolerance(tol: np.ndarray, reference: np.ndarray, wrong: np.ndarray) -> np.ndarray:
+    """The pass tolerance carried over to a wrong version, relatively, and never below 3 figures."""
+    ratio = np.divide(np.abs(wrong), np.abs(reference), out=np.ones_like(tol), where=reference != 0)
+    return np.maximum(tol * ratio, float(RULES["algebraic_rtol"]) * np.abs(wrong))
+
+
+def _size_message(ratio: float) -> tuple[str, str]:
+    """Feedback on a submitted/reference ratio, rounded so that it does not give the answer away."""
+    if ratio == 0.0:
+        return "The answer is zero, but the key's value is not.", "wrong_value"
+    size = abs(ratio)
+    if 0.5 < size < 2.0:
+        percent = round(abs(size - 1.0) * 100)
+        how = "too large" if size > 1 else "too small"
+        amount = "less than 1 %" if percent < 1 else f"about {percent} %"
+        size_text, code = f"{amount} {how}", "off_by_percent"
+    else:
+        factor = max(size, 1.0 / size)
+        how = "too large" if size > 1 else "too small"
+        exponent = round(math.log10(factor))
+        amount = f"about {round(factor)}" if factor < 9.5 else f"about 10^{exponent}"
+        size_text, code = f"{how} by a factor of {amount}", "off_by_factor"
+    if ratio < 0:
+        return f"The sign is wrong and the size is {size_text}.", "sign_and_size"
+    return f"The sign is right but the size is {size_text}.", code
+
+
+def _how_far(x: np.ndarray, reference: np.ndarray, ok: np.ndarray) -> Verdict:
+    if not np.any(reference):
+        return Verdict(False, "The answer does not agree with the key.", "wrong_value")
+    if x.ndim == 0:
+        message, code = _size_message(float(x / reference))
+        return Verdict(False, message, code)
+    ratio = float(x.ravel() @ reference.ravel() / (reference.ravel() @ reference.ravel()))
+    residual = np.linalg.norm(x - ratio * reference)
+    if ratio != 0.0 and residual <= float(RULES["algebraic_rtol"]) * np.linalg.norm(x):
+        message, code = _size_message(ratio)
+        return Verdict(False, f"Every entry is off by the same factor. {message}", code)
+    wrong = [tuple(int(i) + 1 for i in index) for index in np.argwhere(~ok)]
+    if len(wrong) == ok.size:
+        return Verdict(False, "No entry agrees with the key.", "entries")
+    names = ", ".join(str(w[0]) if len(w) == 1 else str(w) for w in wrong[:6])
+    more = " and more" if len(wrong) > 6 else ""
+    return Verdict(False, f"Some entries do not agree with the key (counting from 1): {names}{more}; "
+                          "the others do.", "entries")
+
+
+def _judge_text(reference: str, submitted) -> Verdict:
+    if type(submitted) is not str:
+        return Verdict(False, "Expected text naming the answer, for example two motions "
+                              "joined by a hyphen.", "not_text")
+
+    def words(text: str) -> list[str]:
+        return [w for w in re.split(r"[\s\-_]+", text.strip().lower()) if w]
+
+    got, want = words(submitted), words(reference)
+    if got == want or got == want[::-1]:
+        return Verdict(True, "Correct.")
+    return Verdict(False, "That is not the answer of the key.", "wrong_value")
+
+
+# --- the decision -------------------------------------------------------------------------
+
+
+def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
+          published_path=None) -> Verdict:
+    """Decide whether ``submitted`` is a right answer to ``answer_id``.
+
+    Parameters
+    ----------
+    answer_id : str
+        An id of :func:`rbtutor.problems.answer_key`, such as ``"p1.a.I_O"``.
+    submitted : object
+        The student's value: any array-like of plain numbers that squeezes to the
+        reference's shape (or a string, for text answers).
+    key : dict, optional
+        ``answer_key(data)``; computed when omitted.
+    published : dict, optional
+        The parsed published key; read from ``published_path`` (by default
+        the published key (``rbtutor/problems/answer_key.yaml``)) when omitted.
+    data : dict, optional
+        Problem data from which the key is computed when ``key`` is omitted; the
+        reference data when both are omitted.
+    published_path : path, optional
+
+    Returns
+    -------
+    Verdict
+
+    Raises
+    ------
+    KeyError
+        When ``answer_id`` is not in the key (a grader's mistake, not the student's).
+    """
+    if key is None:
+        key = _reference_key() if data is None else answer_key(data)
+    if published is None:
+        published = _read_published(str(published_path or PUBLISHED_KEY))
+    if answer_id not in key:
+        raise KeyError(f"unknown answer id {answer_id!r}; expected one of the ids of answer_key()")
+    answer = key[answer_id]
+    entry = published.get(answer_id) or {}
+
+    if answer.kind == "text":
+        return _judge_text(answer.value, submitted)
+
+    reference = np.squeeze(np.asarray(answer.value, dtype=float))
+    x = _as_numbers(submitted, reference.shape)
+    if isinstance(x, Verdict):
+        return _transposed_shape(submitted, reference, x)
+
+    if answer.kind == "roundoff":
+        if np.all(np.abs(x) <= float(answer.bound)):
+            return Verdict(True, "Correct: within round-off.")
+        return Verdict(False, "This should vanish up to floating-point round-off, and it is "
+                              "larger than round-off can explain.", "wrong_value")
+
+    erratum = entry.get("erratum") or {}
+    precision_text = erratum.get("correct", entry.get("printed"))
+    half = _printed_array(precision_text, reference.shape, printed_half_unit)
+    integrated = answer.kind == "integrated"
+    period = _period(answer)
+    tol = _tolerance(reference, half, integrated)
+
+    ok = _agrees(x, reference, tol, period)
+    if np.all(ok):
+        return Verdict(True, "Correct.")
+    if answer.quaternion and np.all(_agrees(x, -reference, tol, period)):
+        return Verdict(True, "Correct (q and -q are the same rotation).")
+
+    if erratum.get("accept_printed"):
+        printed = _printed_array(entry.get("printed"), reference.shape, printed_value)
+        printed_half = _printed_array(entry.get("printed"), reference.shape, printed_half_unit)
+        if printed is not None and np.all(_agrees(x, printed, _tolerance(printed, printed_half, integrated), period)):
+            return Verdict(True, "Accepted: this is the value printed in the answer key, which has an "
+                                 f"erratum; the corrected value and the reason are on {ERRATA_PAGE}.",
+                           "accepted_printed")
+
+    if integrated:
+        distance = np.linalg.norm(_difference(x, reference, period))
+        if distance <= float(RULES["integrated_close_rtol"]) * np.linalg.norm(reference):
+            return Verdict(False, MESSAGES["not_accurate_enough"], "not_accurate_enough")
+
+    candidates = [(code, wrong, answer.unit) for code, wrong in answer.mistakes]
+    for code, make in GENERIC_MISTAKES:
+        made = make(reference, answer.unit)
+        if made is not None:
+            candidates.append((code, *made))
+    for code, wrong, unit in candidates:
+        wrong = np.squeeze(np.asarray(wrong, dtype=float))
+        wrong_period = _period(answer, unit)
+        if wrong.shape != reference.shape or _same(wrong, reference, tol, period, answer.quaternion):
+            continue
+        if _same(x, wrong, _scaled_tolerance(tol, reference, wrong), wrong_period, answer.quaternion):
+            return Verdict(False, MESSAGES[code], code)
+
+    return _how_far(x, reference, ok)
+
+
+def _transposed_shape(submitted, reference: np.ndarray, refused: Verdict) -> Verdict:
+    """A matrix handed in with rows and columns swapped (shape (n, m) for (m, n)) is named as such."""
+    if refused.diagnosis != "shape" or reference.ndim != 2 or reference.shape[0] == reference.shape[1]:
+        return refused
+    swapped = _as_numbers(submitted, reference.T.shape)
+    if isinstance(swapped, Verdict):
+        return refused
+    tol = _tolerance(reference, None, False)
+    if np.all(_agrees(swapped.T, reference, tol, None)):
+        return Verdict(False, f"{refused.message} {MESSAGES['transposed']}", "transposed")
+    return refused
+
+
+# --------------------------------------------------------------------------- in the grading process
+# JudgeAnswers runs as an nbgrader preprocessor right after the notebook was executed: it reads
+# each test cell's hand-in payload (rbtutor.grading.protocol), judges it with judge() against
+# the course's key, and replaces the cell's outputs by the verdict. Nothing the student's code
+# did in its kernel takes part in the decision; no reference value is written into the notebook.
+
+@lru_cache(maxsize=4)
+def _reference(data_file: str | None):
+    # the course data file may carry a `variants` section (per-student switch, salt)
+    from ..problems.variants import load_course_data
+
+    data = load_course_data(data_file)
+    return data, answer_key(data)
+
+
+def course_reference(data_file: str | Path | None = None):
+    """``(data, key)`` of the course: ``data_file`` (a rendered variant) if it exists, else the reference."""
+    return _reference(str(data_file) if data_file and Path(data_file).exists() else None)
+
+
+def _variants_on(data: dict) -> bool:
+    from ..problems.variants import per_student
+
+    return per_student(data)
+
+
+class JudgeAnswers(Events, NbGraderPreprocessor):
+    """Replace the outputs of each hand-in test cell by the grader's verdict.
+
+    When the course data switches per-student variants on
+    (``variants: {per_student: true}``, see :mod:`rbtutor.problems.variants`), each
+    answer is judged against the key of the submitting student's own variant
+    (``resources["nbgrader"]["student"]``). A failed answer that the key of another
+    student of the class (the gradebook's students) or the course's own data (and the
+    reference data the book prints) would accept is reported as an integrity event,
+    ``fits_other_student`` or ``fits_reference``, naming whose numbers it fits.
+    """
+
+    stage = "judge"
+
+    data_file = Unicode("", help="problem data of a rendered variant (exercises/problem_data.yaml); "
+                        "the reference data when empty or when the file does not exist").tag(config=True)
+    report_dir = Unicode("", help="folder of the integrity events").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        # who is graded, and where the class is listed; events of this stage
+        info = resources.get("nbgrader") or {}
+        self._student = info.get("student")
+        self._db_url = info.get("db_url")
+        self._classmates = None
+        self._events = []
+        nb, resources = super().preprocess(nb, resources)
+        if self._student is not None:
+            self._store(resources, self._events)
+        return nb, resources
+
+    def _key_for(self, answer_id: str):
+        """``(data, key)`` the answer is judged with: the course's, or the student's own variant's."""
+        from ..problems.variants import per_student, problem_of, student_key
+
+        data, key = course_reference(self.data_file)
+        student = getattr(self, "_student", None)
+        if student is None or not per_student(data):
+            return data, key
+        return data, student_key(data, student, [problem_of(answer_id)])
+
+    def _classmates_of(self) -> list[str]:
+        """The other students of the gradebook (read once per notebook, only when an answer fails)."""
+        if self._classmates is None:
+            self._classmates = []
+            if self._db_url:
+                from nbgrader.api import Gradebook
+
+                with Gradebook(self._db_url) as gradebook:
+                    self._classmates = sorted(s.id for s in gradebook.students if s.id != self._student)
+        return self._classmates
+
+    def _fits_others(self, answer_id: str, submitted, data) -> list[dict]:
+        """Integrity events for a failed answer that another student's or the reference key accepts."""
+        from ..problems.variants import MAX_CLASS, problem_of, student_key
+
+        problem = problem_of(answer_id)
+        found = []
+        references = [("the course data", answer_key(data, [problem]))]
+        book = _reference(None)
+        if data != book[0]:
+            references.append(("the reference data of the book", answer_key(book[0], [problem])))
+        for whose, other in references:
+            if answer_id in other and judge(answer_id, submitted, key=other).passed:
+                found.append(event("fits_reference", f"{answer_id}: the answer is wrong for this student's "
+                                   f"data but right for {whose}", grade_id=answer_id, whose=whose))
+                break
+        for classmate in self._classmates_of()[:MAX_CLASS]:
+            other = student_key(data, classmate, [problem])
+            if answer_id in other and judge(answer_id, submitted, key=other).passed:
+                found.append(event("fits_other_student", f"{answer_id}: the answer is wrong for this student's "
+                                   f"data but right for the data of {classmate}", grade_id=answer_id,
+                                   whose=classmate))
+        return found
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+            return cell, resources
+        match = HAND_IN.search(cell.source)
+        if match is None:
+            return cell, resources
+        answer_id = match.group(1)
+        data, key = self._key_for(answer_id)  # the student's own key when switched on
+        payload = handed_in(cell, answer_id)
+        if payload is None:
+            errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+            note = (f"{answer_id}: no value reached the grader; the cell stopped before hand_in"
+                    + (" (see the error above)." if errors else "."))
+            cell.outputs = errors + [self._error(note)]
+        else:
+            if "text" in payload:
+                submitted = payload["text"]
+            elif "value" in payload:
+                submitted = payload["value"]
+            else:
+                submitted = object()
+            verdict = judge(answer_id, submitted, key=key, data=data)
+            # a wrong answer that fits someone else's numbers goes to the integrity report
+            if (not verdict.passed and getattr(self, "_student", None) is not None
+                    and verdict.diagnosis not in ("not_numeric", "not_text", "not_finite", "shape")
+                    and _variants_on(data)):
+                for found in self._fits_others(answer_id, submitted, data):
+                    self._events.append({**found, "cell": cell_index})
+            message = f"{answer_id}: {verdict.message}"
+            cell.outputs = ([new_output("stream", name="stdout", text=message + "\n")] if verdict.passed
+                            else [self._error(message)])
+        return cell, resources
+
+    @staticmethod
+    def _error(message: str):
+        return new_output("error", ename="AnswerNotAccepted", evalue=message,
+                          traceback=[f"AnswerNotAccepted: {message}"])

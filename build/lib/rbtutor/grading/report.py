@@ -1,0 +1,166 @@
+"""Step: report. The integrity events of each graded notebook, and the class's integrity report.
+
+Every grading step appends what it observed (an *event*: a kind, a sentence, the
+cell and grade id, and evidence) to ``resources["rbtutor"]["events"]`` and to
+``<report_dir>/<student>/<assignment>/<notebook>.json``, one section per step,
+replaced on every run so that a re-run leaves no duplicates. ``report_dir``
+defaults to ``<CourseDirectory.root>/integrity``. :func:`write_integrity_report`
+gathers those files into ``integrity_report.md`` and ``integrity_report.json`` at
+the course root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+EVENTS_DIR = "integrity"
+REPORT_NAME = "integrity_report"
+
+# --------------------------------------------------------------------------- events
+
+
+class Events:
+    """Mixin: where this preprocessor's events go (resources and the integrity folder)."""
+
+    stage = "events"
+
+    def _report_dir(self) -> Path:
+        configured = getattr(self, "report_dir", "")
+        if configured:
+            return Path(configured)
+        root = None
+        try:
+            section = self.config.CourseDirectory
+            root = section.root if "root" in section else None
+        except AttributeError:
+            root = None
+        return Path(root or os.getcwd()) / EVENTS_DIR
+
+    def _events_file(self, resources) -> Path | None:
+        info = (resources or {}).get("nbgrader") or {}
+        if not all(info.get(k) for k in ("student", "assignment", "notebook")):
+            return None
+        return self._report_dir() / info["student"] / info["assignment"] / f"{info['notebook']}.json"
+
+    def _store(self, resources, events: list[dict], *, fresh: bool = False) -> None:
+        """Put ``events`` into resources and into this stage's section of the notebook's file."""
+        if resources is None:
+            return
+        bucket = resources.setdefault("rbtutor", {"events": []})
+        bucket.setdefault("events", []).extend(events)
+        path = self._events_file(resources)
+        if path is None:
+            return
+        info = resources["nbgrader"]
+        try:
+            record_events(path, info["student"], info["assignment"], info["notebook"], self.stage, events,
+                          fresh=fresh)
+        except OSError as exc:  # the report is secondary: never fail grading because of it
+            self.log.warning("could not write the integrity events to %s: %s", path, exc)
+
+
+def record_events(path: Path, student: str, assignment: str, notebook: str, stage: str, events: list[dict],
+                  *, fresh: bool = False) -> None:
+    """Put ``events`` into the ``stage`` section of the events file ``path`` (atomically)."""
+    record = {"student": student, "assignment": assignment, "notebook": notebook, "stages": {}}
+    if path.exists() and not fresh:
+        try:
+            old = json.loads(path.read_text())
+            if isinstance(old, dict) and isinstance(old.get("stages"), dict):
+                record["stages"] = old["stages"]
+        except (OSError, ValueError):
+            pass
+    record["stages"][stage] = events
+    record["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        json.dump(record, out, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def event(kind: str, message: str, *, cell=None, grade_id=None, **evidence) -> dict:
+    event = {"kind": kind, "message": message}
+    if cell is not None:
+        event["cell"] = cell
+    if grade_id:
+        event["grade_id"] = grade_id
+    event.update({k: v for k, v in evidence.items() if v is not None})
+    return event
+
+
+def grading_meta(cell) -> dict:
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return meta if isinstance(meta, dict) else {}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _gather(folder: Path) -> list[dict]:
+    records = []
+    for path in sorted(folder.glob("*/*/*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and "student" in record:
+            records.append(record)
+    return records
+
+
+def write_integrity_report(course_root, events=None, report_dir=None) -> Path:
+    """Write ``integrity_report.md`` and ``.json`` at ``course_root``; return the markdown path.
+
+    ``events``: records as the preprocessors store them (``{"student", "assignment",
+    "notebook", "stages": {stage: [event, ...]}}``); by default every file under
+    ``report_dir`` (``<course_root>/integrity``). Submissions found in ``submitted/``
+    without a record are listed as not scanned.
+    """
+    root = Path(course_root)
+    folder = Path(report_dir) if report_dir else root / EVENTS_DIR
+    records = list(events) if events is not None else _gather(folder)
+    submissions: dict[tuple[str, str], dict] = {}
+    for record in records:
+        key = (str(record["student"]), str(record["assignment"]))
+        entry = submissions.setdefault(key, {"student": key[0], "assignment": key[1], "scanned": True,
+                                             "events": []})
+        for stage, stage_events in sorted((record.get("stages") or {}).items()):
+            for event in stage_events or []:
+                entry["events"].append({"notebook": record.get("notebook"), "stage": stage, **event})
+    submitted = root / "submitted"
+    if submitted.is_dir():
+        for folder_ in sorted(p for p in submitted.glob("*/*") if p.is_dir()):
+            key = (folder_.parent.name, folder_.name)
+            submissions.setdefault(key, {"student": key[0], "assignment": key[1], "scanned": False,
+                                         "events": []})
+    ordered = [submissions[k] for k in sorted(submissions)]
+    for entry in ordered:
+        entry["suspicious"] = bool(entry["events"])
+    (root / f"{REPORT_NAME}.json").write_text(json.dumps(ordered, indent=1, default=str))
+    flagged = [e for e in ordered if e["suspicious"]]
+    lines = ["# Integrity report", "",
+             f"{len(ordered)} submissions, {len(flagged)} with something suspicious "
+             f"(generated {datetime.now(UTC).isoformat(timespec='seconds')}).", ""]
+    for entry in ordered:
+        lines.append(f"## {entry['student']} / {entry['assignment']}")
+        lines.append("")
+        if not entry["scanned"]:
+            lines.append("not scanned (not autograded with the integrity preprocessors)")
+        elif not entry["events"]:
+            lines.append("nothing suspicious")
+        else:
+            lines.append("| notebook | cell | grade id | kind | what was seen |")
+            lines.append("| --- | --- | --- | --- | --- |")
+            for event in entry["events"]:
+                message = str(event.get("message", "")).replace("|", "\\|").replace("\n", " ")
+                lines.append(f"| {event.get('notebook', '')} | {event.get('cell', '')} | "
+                             f"{event.get('grade_id', '') or ''} | {event['kind']} | {message} |")
+        lines.append("")
+    path = root / f"{REPORT_NAME}.md"
+    path.write_text("\n".join(lines))
+    return path

