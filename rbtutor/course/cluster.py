@@ -33,7 +33,6 @@ submission again.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import sys
 import time
@@ -247,9 +246,6 @@ def grade_on_cluster(layout: CourseLayout, address: str, *, worker_timeout: floa
     graded, 1 when some could not be (each listed on stderr with its reason), 2 when the
     scheduler cannot be reached or a worker cannot grade this course (nothing is written then).
     """
-    from .grade import _autograde_one, export_grades
-    from .nbgrader import api
-
     try:
         client = connect(address)
     except ClusterError as exc:
@@ -263,29 +259,24 @@ def grade_on_cluster(layout: CourseLayout, address: str, *, worker_timeout: floa
             print(f"rbtutor.course grade: {exc}", file=sys.stderr)
             return 2
         set_allowed_failures(client, ALLOWED_FAILURES)
-        return _grade(client, layout, facts, _autograde_one, export_grades, api)
+        return _grade(client, layout, facts)
     finally:
         client.close()
 
 
-def _grade(client, layout, facts, autograde_one, export_grades, api) -> int:
+def _grade(client, layout: CourseLayout, facts: dict) -> int:
+    """One task per submission on the cluster's workers, results recorded as they come."""
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
-    root = layout.root
-    grader = api(layout)
-    if layout.gradebook_file.exists():
-        shutil.copy2(layout.gradebook_file, root / "gradebook.db.bak")
-    work = [(str(root), a, s.name) for a in layout.assignments()
-            for s in sorted(layout.submitted().glob("*")) if (s / a).is_dir()]
-    with grader.gradebook as gradebook:  # the students first: tasks then never race to create them
-        for student in sorted({s for _, _, s in work}):
-            gradebook.update_or_create_student(student)
+    from .grade import _autograde_one, finish_run, start_run
+
+    grader, work = start_run(layout)
     hosts = sorted({f["host"] for f in facts.values()})
     print(f"grading {len(work)} submissions on {len(facts)} worker(s) on {', '.join(hosts)} "
           f"(scheduler {client.scheduler.address})", flush=True)
     start = time.perf_counter()
-    futures = {client.submit(autograde_one, job, key=task_key(job[1], job[2]), pure=False, retries=RETRIES): job
+    futures = {client.submit(_autograde_one, job, key=task_key(job[1], job[2]), pure=False, retries=RETRIES): job
                for job in work}
     failures = []
     for k, future in enumerate(as_completed(futures, loop=client.loop), 1):
@@ -303,13 +294,5 @@ def _grade(client, layout, facts, autograde_one, export_grades, api) -> int:
         print(f"[{k}/{len(work)}] {student} {assignment}: {summary}{took}", flush=True)
         if problem:
             failures.append((assignment, student, problem))
-    elapsed = time.perf_counter() - start
-    export_grades(grader, layout.grades_csv)
-    from ..grading.report import write_integrity_report
-
-    print(f"integrity report: {write_integrity_report(root)}")
-    print(f"graded {len(work)} submissions in {elapsed:.1f} s on {len(client.scheduler_info()['workers'])} "
-          f"worker(s) of {client.scheduler.address}; grades: {layout.grades_csv}; feedback: {root / 'feedback'}")
-    for assignment, student, reason in failures:
-        print(f"could not grade {student} {assignment}: {reason}", file=sys.stderr)
-    return 1 if failures else 0
+    where = f"on {len(client.scheduler_info()['workers'])} worker(s) of {client.scheduler.address}"
+    return finish_run(layout, grader, len(work), failures, time.perf_counter() - start, where)

@@ -239,21 +239,42 @@ def default_jobs() -> int:
     return cores + 1
 
 
+def start_run(layout: CourseLayout):
+    """Before a grading run: back up the gradebook, list the submissions as jobs
+    ``(course root, assignment, student)`` and create their students (so that workers never race
+    to create one). Returns ``(grader, jobs)``."""
+    root = layout.root
+    grader = api(layout)
+    if layout.gradebook_file.exists():
+        shutil.copy2(layout.gradebook_file, root / "gradebook.db.bak")
+    work = [(str(root), a, s.name) for a in layout.assignments()
+            for s in sorted(layout.submitted().glob("*")) if (s / a).is_dir()]
+    with grader.gradebook as gradebook:
+        for student in sorted({s for _, _, s in work}):
+            gradebook.update_or_create_student(student)
+    return grader, work
+
+
+def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed: float, where: str) -> int:
+    """After a grading run: grades.csv, the integrity report, the summary line and every submission
+    not graded with its reason. Returns the exit status (1 when some submission was not graded)."""
+    from ..grading.report import write_integrity_report
+
+    export_grades(grader, layout.grades_csv)
+    print(f"integrity report: {write_integrity_report(layout.root)}")
+    print(f"graded {count} submissions in {elapsed:.1f} s {where}; "
+          f"grades: {layout.grades_csv}; feedback: {layout.root / 'feedback'}")
+    for assignment, student, reason in failures:
+        print(f"could not grade {student} {assignment}: {reason}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def grade(layout: CourseLayout, jobs: int | None = None) -> int:
     """Autograde every submission, ``jobs`` at a time (:func:`default_jobs` by default)."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    root = layout.root
-    grader = api(layout)
-    database = layout.gradebook_file
-    if database.exists():
-        shutil.copy2(database, root / "gradebook.db.bak")
-    work = [(str(root), a, s.name) for a in layout.assignments()
-            for s in sorted(layout.submitted().glob("*")) if (s / a).is_dir()]
-    with grader.gradebook as gradebook:  # create the students first: workers then never race to
-        for student in sorted({s for _, _, s in work}):
-            gradebook.update_or_create_student(student)
+    grader, work = start_run(layout)
     jobs = jobs or default_jobs()
     failures = []
     start = time.perf_counter()
@@ -268,16 +289,7 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
             failures.append((assignment, student, problem))
     if jobs != 1:
         pool.shutdown()
-    elapsed = time.perf_counter() - start
-    export_grades(grader, layout.grades_csv)
-    from ..grading.report import write_integrity_report
-
-    print(f"integrity report: {write_integrity_report(root)}")
-    print(f"graded {len(work)} submissions in {elapsed:.1f} s with {jobs} worker(s); "
-          f"grades: {root / 'grades.csv'}; feedback: {root / 'feedback'}")
-    for assignment, student, reason in failures:
-        print(f"could not grade {student} {assignment}: {reason}", file=sys.stderr)
-    return 1 if failures else 0
+    return finish_run(layout, grader, len(work), failures, time.perf_counter() - start, f"with {jobs} worker(s)")
 
 
 def return_feedback(layout: CourseLayout) -> int:
