@@ -210,6 +210,9 @@ def run_loop(browser, passwords):
             message = dialog.locator("#validation-message")
             assert message.locator("p").first.inner_text() == "This cell needs fixing:", message.inner_html()
             assert message.locator("details").count() > 0, message.inner_html()
+            shown = message.locator(":scope > pre").all_inner_texts()  # the reasons, outside the folds
+            assert shown and not any("Traceback" in text for text in shown), message.inner_html()
+            assert any("is not defined" in text for text in shown), shown
             dialog.locator("button").last.click()
             dialog.wait_for(state="detached")
 
@@ -281,6 +284,9 @@ def run_loop(browser, passwords):
     teacher.shot("07-instructor-formgrader-submissions")
     page.goto(hubctl.URL + link.get_attribute("href"))
     page.wait_for_selector("input.score")
+    # the inputs are in the page before the Formgrader's script has fetched the grades and bound
+    # its save handlers to them: a score typed earlier would never be saved
+    page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded")
     score = page.locator("input.score#p3_a_derivation")
     with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
         score.fill("2")

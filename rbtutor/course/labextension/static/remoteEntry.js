@@ -16,6 +16,25 @@
   var ON_HUB = " On the course hub, check(answer_id, value) in a cell tells you now.";
   var FAILED = "This cell needs fixing:";
 
+  // From the last line that names an exception to the end, when lines come before it; else null.
+  function lastError(text) {
+    var lines = text.replace(/\s+$/, "").split("\n");
+    for (var j = lines.length - 1; j > 0; j--) {
+      if (/^[A-Za-z_][\w.]*(Error|Exception|Failed)\b/.test(lines[j])) return lines.slice(j).join("\n");
+    }
+    return null;
+  }
+
+  function folded(title, node) {
+    var fold = document.createElement("details");
+    var summary = document.createElement("summary");
+    summary.innerText = title;
+    fold.append(summary);
+    node.replaceWith(fold);
+    fold.append(node);
+    return fold;
+  }
+
   function reword(message) {
     if (message.dataset.rbtutor) return;
     message.dataset.rbtutor = "done";
@@ -29,13 +48,16 @@
         var intro = parts[i], source = parts[i + 1], error = parts[i + 2];
         var label = intro.querySelector("p");
         if (label) label.innerText = FAILED;
-        var fold = document.createElement("details");
-        var summary = document.createElement("summary");
-        summary.innerText = "The cell";
-        fold.append(summary);
-        message.insertBefore(error, source);
-        message.insertBefore(fold, source);
-        fold.append(source);
+        var reason = lastError(error.innerText);
+        if (reason) {  // a traceback: its last lines (the exception and the hint) first
+          var short = document.createElement("pre");
+          short.innerText = reason;
+          message.insertBefore(short, source);
+          message.insertBefore(folded("The traceback", error), source);
+        } else {
+          message.insertBefore(error, source);
+        }
+        folded("The cell", source);  // stays where the source was: after the reason
       }
     }
   }
