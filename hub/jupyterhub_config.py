@@ -63,7 +63,7 @@ def role_environment(spawner):
         "RBTUTOR_ROLE": role,
         "RBTUTOR_CHECK_URL": f"{hubctl.URL}/services/rbtutor-check/",  # where check() posts
     })
-    url = hubctl.gradebook_url()  # make hub GRADEBOOK=postgres (H10): the Formgrader grades into PostgreSQL
+    url = hubctl.gradebook_url()  # make hub GRADEBOOK=postgres: the Formgrader grades into PostgreSQL
     if role == "instructor" and url:
         spawner.environment["RBTUTOR_GRADEBOOK"] = url
 

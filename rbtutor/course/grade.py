@@ -31,7 +31,7 @@ def generate(layout: CourseLayout) -> int:
         if not result["success"]:
             print(result["log"], file=sys.stderr)
             return 1
-    # due dates (H10): exercises/due_dates.yaml, when there is one, into the gradebook
+    # due dates: exercises/due_dates.yaml, when there is one, into the gradebook
     from .late import set_due_dates
 
     try:
@@ -54,7 +54,7 @@ def export_grades(grader, path: Path) -> None:
 
     with grader.gradebook as gradebook, path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        # late_penalty, final_score (H10): points taken off for lateness (rbtutor.course.late), score less them
+        # late_penalty, final_score: points taken off for lateness (rbtutor.course.late), score less them
         writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden",
                          "late_penalty", "final_score"])
         for assignment in sorted(gradebook.assignments, key=lambda a: a.name):

@@ -77,7 +77,7 @@ def configure(c, root: str | os.PathLike) -> None:
         AssignLatePenalties,
         CheckCellMetadata,
     ]
-    # late policy (H10): a share of the score per started day late; due dates from exercises/due_dates.yaml
+    # late policy: a share of the score per started day late; due dates from exercises/due_dates.yaml
     from .late import PercentPerDay
 
     c.AssignLatePenalties.plugin_class = PercentPerDay
