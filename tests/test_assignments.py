@@ -363,6 +363,7 @@ def test_variant_for_another_ship(tmp_path):
     assert run_course(course, "generate").returncode == 0
     released = (course / "release" / name / f"{name}.ipynb").read_text()
     assert "m = 8000000.0" in released and "m = 6000000.0" not in released
+    assert "$GM = 2.00$ m" in released and "$GM = 1.80$ m" not in released  # the instructions follow
     grader = api(course)
     assert grader.release_assignment(name)["success"]
     source = course / "exercises" / name / f"{name}.ipynb"

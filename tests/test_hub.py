@@ -157,7 +157,7 @@ class Session:
 def test_assignment_loop_on_the_hub(hub):
     from playwright.sync_api import sync_playwright
 
-    as_instructor("nbgrader", "generate_assignment", ASSIGNMENT, "--force")
+    as_instructor("python", "-m", "rbtutor.course", "generate")  # as the README says
     as_instructor("nbgrader", "release_assignment", ASSIGNMENT, "--force")
 
     with sync_playwright() as playwright:

@@ -453,6 +453,12 @@ def test_fetched_notebooks_carry_each_students_own_numbers(graded_class):
     for student, text in cells.items():
         assert text == data_source(3, variant(data, student))
         assert f"{variant(data, student)['vessel']['mass']!r}" in text
+    # the instructions quote each student's own numbers too
+    intros = {s: nbformat.read(p, as_version=4).cells[0].source for s, p in fetched.items()}
+    assert len(set(intros.values())) == 4
+    for student, intro in intros.items():
+        own = variant(data, student)["turn"]
+        assert f"$GM = {own['gm']:.2f}$ m" in intro and f"$u = {own['nu'][0]:.1f}$ m/s" in intro, intro
     # the checksum follows the new source: Validate sees no changed locked cell
     home = course.parent / "students" / "dora"
     path = fetch(course, "dora")

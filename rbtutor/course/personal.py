@@ -4,7 +4,9 @@ nbgrader releases one notebook for the whole class. :class:`PersonalFetchAssignm
 is nbgrader's default fetch (``ExchangeFetchAssignment``) followed by one step: in
 every notebook the fetch has just copied, the locked ``problem_data`` cell is
 rewritten with the fetching student's variant (:func:`rbtutor.problems.variants.variant`),
-rendered by :func:`rbtutor.course.render.data_source` as the instructor's cell is.
+rendered by :func:`rbtutor.course.render.data_source` as the instructor's cell is, and the
+markdown cells that quote the numbers are filled in with the same variant
+(:func:`rbtutor.course.render.fill_markdown`).
 The cell keeps its metadata (grade id, locked flag); only its checksum is recomputed
 for the new source, so that nbgrader's Validate, which compares a locked cell's
 stored checksum with its source, still sees an untouched cell. The grader puts the
@@ -36,7 +38,7 @@ from nbgrader.exchange.default import ExchangeFetchAssignment
 from traitlets import Unicode
 
 from ..grading.protocol import DATA_ID
-from .render import data_source
+from .render import data_source, fill_markdown
 
 _HEADER = re.compile(r"#\s*Problem\s+(\d+)\s+data\b")
 
@@ -67,6 +69,7 @@ def personalise(path: Path, data: dict, student_id: str) -> bool:
 
     nb = nbformat.read(path, as_version=4)
     done = False
+    own = variant(data, student_id)
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader")
         if not isinstance(meta, dict) or meta.get("grade_id") != DATA_ID:
@@ -74,11 +77,12 @@ def personalise(path: Path, data: dict, student_id: str) -> bool:
         match = _HEADER.match(cell.source)
         if match is None:
             raise ValueError(f"{path}: the {DATA_ID} cell does not start with '# Problem N data'")
-        cell.source = data_source(int(match.group(1)), variant(data, student_id))
+        cell.source = data_source(int(match.group(1)), own)
         if "checksum" in meta:
             meta["checksum"] = compute_checksum(cell)
         done = True
     if done:
+        fill_markdown(nb, own)  # the text that quotes the numbers quotes the student's own
         nbformat.write(nb, path)
     return done
 

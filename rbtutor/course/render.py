@@ -9,6 +9,12 @@ here, never by hand:
   judged in the student's kernel), and the ``AUTOGRADING`` flag;
 * ``problem_data`` holds the numbers of the problem, from :mod:`rbtutor.problems`.
 
+Markdown cells that quote the numbers (the situation of each problem) are written from
+a template too: the cell's metadata ``rbtutor.text`` holds the text with placeholders
+``[[path|format]]`` (:func:`fill_text`), and the cell's source is that text filled in from
+the course data. To write or change such a cell, put the placeholders in its source and
+run ``render``: a source with placeholders becomes the cell's template.
+
 ``python -m rbtutor.course render [--data FILE]`` rewrites both cells in
 every notebook, so that the notebooks and the grader's reference values come
 from the same data. With ``--data`` the merged data is also saved to
@@ -18,6 +24,7 @@ removed and the reference data applies.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..grading.protocol import DATA_ID, HELPERS_ID
@@ -105,10 +112,77 @@ DATA_CELLS: dict[int, list[tuple[str, str, str, str]]] = {
 
 
 def _lookup(data: dict, path: str):
+    """The value at a dotted ``path`` of the data; a number in the path indexes a list."""
     value = data
     for part in path.split("."):
-        value = value[part]
+        value = value[int(part)] if isinstance(value, list) else value[part]
     return value
+
+
+#: a number of the course data in a markdown cell's template: [[dotted.path|format]]
+PLACEHOLDER = re.compile(r"\[\[([A-Za-z_][\w.]*)\|([^\]|]+)\]\]")
+TEMPLATE_KEY = "rbtutor"  # the cell metadata that holds the template, as {"text": ...}
+
+
+def format_number(value: float, spec: str) -> str:
+    r"""``value`` as a template's ``spec`` asks, for text inside or outside LaTeX math.
+
+    ``3s``: three significant figures, trailing zeros kept (``0.050``); ``tex2``: two
+    significant figures as LaTeX scientific notation (``2.5\times10^{7}``); any other spec
+    is a Python format spec (``.1f``, ``g``).
+
+    >>> format_number(0.05, "2s"), format_number(-1.8e5, "tex3"), format_number(21.0, ".1f")
+    ('0.050', '-1.80\\times10^{5}', '21.0')
+    """
+    value = float(value)
+    if spec.endswith("s") and spec[:-1].isdigit():
+        figures = int(spec[:-1])
+        if value == 0:
+            return "0"
+        _, exponent = f"{value:.{figures - 1}e}".split("e")
+        decimals = max(figures - 1 - int(exponent), 0)
+        return f"{value:.{decimals}f}"
+    if spec.startswith("tex") and spec[3:].isdigit():
+        mantissa, exponent = f"{value:.{int(spec[3:]) - 1}e}".split("e")
+        return f"{mantissa}\\times10^{{{int(exponent)}}}"
+    return format(value, spec)
+
+
+def fill_text(template: str, data: dict) -> str:
+    """A template's text with every ``[[path|format]]`` replaced by that number of ``data``.
+
+    Raises
+    ------
+    ValueError
+        If a placeholder names no number of the data.
+    """
+    def number(match: re.Match) -> str:
+        try:
+            return format_number(_lookup(data, match.group(1)), match.group(2))
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ValueError(f"placeholder {match.group(0)}: {exc!r}") from None
+
+    return PLACEHOLDER.sub(number, template)
+
+
+def fill_markdown(nb, data: dict, adopt: bool = False) -> bool:
+    """Fill the templated markdown cells of ``nb`` from ``data``; return whether a cell changed.
+
+    With ``adopt``, a markdown cell whose source has placeholders first becomes a template.
+    """
+    changed = False
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        if adopt and PLACEHOLDER.search(cell.source):
+            cell.metadata[TEMPLATE_KEY] = {"text": cell.source}
+            changed = True
+        template = cell.metadata.get(TEMPLATE_KEY, {}).get("text")
+        if template is not None:
+            text = fill_text(template, data)
+            if cell.source != text:
+                cell.source, changed = text, True
+    return changed
 
 
 def data_source(problem: int, data: dict) -> str:
@@ -151,6 +225,11 @@ def render(data: dict, exercises: Path) -> list[Path]:
         missing = set(wanted) - found
         if missing:
             raise ValueError(f"{path}: expected locked cells with grade_id {sorted(missing)}")
+        try:
+            if fill_markdown(nb, data, adopt=True):
+                changed.append(path)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
         if path in changed:
             nbformat.write(nb, path)
     return sorted(set(changed))
