@@ -47,7 +47,7 @@ $(PY):
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --upgrade -c constraints.txt pip
-	$(PY) -m pip install -c constraints.txt -e '.[course,test]'
+	$(PY) -m pip install -c constraints.txt -e '.[course,hub,test]'
 	touch $@
 
 # axe-core (npm registry) for the accessibility checks of the browser tests, into
@@ -62,13 +62,24 @@ $(AXE):
 	  echo "npm not found: the axe-core accessibility checks will be skipped (they fail in CI)"; \
 	fi
 
-bootstrap: $(STAMP) $(AXE)
+# configurable-http-proxy (npm registry, pinned by hub/package-lock.json) for the JupyterHub that
+# the check-service and hub tests start. Without npm those tests are skipped locally, fail in CI.
+PROXY := hub/node_modules/.bin/configurable-http-proxy
+
+$(PROXY): hub/package-lock.json
+	@if command -v npm >/dev/null; then \
+	  npm ci --prefix hub --no-audit --no-fund --loglevel=error; \
+	else \
+	  echo "npm not found: the tests that start a JupyterHub will be skipped (they fail in CI)"; \
+	fi
+
+bootstrap: $(STAMP) $(AXE) $(PROXY)
 
 book: $(STAMP)
 	$(JB_BUILD)
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
-test: $(STAMP) $(AXE)
+test: $(STAMP) $(AXE) $(PROXY)
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -313,6 +313,16 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     hide = sorted(set(hide), key=lambda p: len(p.parts))
     hide = [f for k, f in enumerate(hide) if not any(_under(f, g) for g in hide[:k])]
     binds = list(dict.fromkeys([("--ro-bind", base), ("--ro-bind", venv)]))
+    # /tmp is a fresh tmpfs inside: folders of the import path that live there (a .pth line of an
+    # environment made in /tmp) are bound read-only, so that the kernel imports what the grader does
+    for entry in sys.path:
+        folder = Path(entry).resolve() if entry else None
+        if folder is None or not folder.is_dir() or not _under(folder, Path("/tmp")) or folder == Path("/tmp"):
+            continue
+        if any(_under(folder, f) or _under(f, folder) for f in [*hide, work, run, venv, base]):
+            continue
+        binds.append(("--ro-bind", folder))
+    binds = list(dict.fromkeys(binds))
     fresh = [Path("/tmp"), *hide]  # new tmpfs inside the sandbox
     made = set()
 
