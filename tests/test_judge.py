@@ -61,6 +61,8 @@ def test_sign_and_five_percent_fail(answer_id):
         assert not negated.passed and negated.diagnosis in expected, negated
     off = verdict(answer_id, ref * 1.05)
     assert not off.passed and off.diagnosis, off
+    for factor in (1.05, 1.2, 0.5):  # a value a few per cent or twice off is not a unit slip of 1000
+        assert verdict(answer_id, ref * factor).diagnosis != "factor_1000", (answer_id, factor)
 
 
 def test_text_answer():

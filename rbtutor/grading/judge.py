@@ -453,7 +453,10 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
         wrong_period = _period(answer, unit)
         if wrong.shape != reference.shape or _same(wrong, reference, tol, period, answer.quaternion):
             continue
-        if _same(x, wrong, _scaled_tolerance(tol, reference, wrong), wrong_period, answer.quaternion):
+        scaled = _scaled_tolerance(tol, reference, wrong)
+        if wrong_period is not None and np.any(scaled >= wrong_period / 4):
+            continue  # an angle a thousand times too large: modulo 360 deg, it would fit anything
+        if _same(x, wrong, scaled, wrong_period, answer.quaternion):
             return Verdict(False, MESSAGES[code], code)
 
     return _how_far(x, reference, ok)
