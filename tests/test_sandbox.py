@@ -104,10 +104,12 @@ def test_honest_code_works(course):
         plt.savefig("decay.png")
         with open("/tmp/scratch.txt", "w") as handle:
             handle.write("scratch")
-        print("CWD", os.getcwd(), os.environ["RBTUTOR_AUTOGRADING"], "PNG", os.path.getsize("decay.png"))
+        print("CWD", os.getcwd(), os.environ["RBTUTOR_AUTOGRADING"], "PNG", os.path.getsize("decay.png"),
+              "BLAS", os.environ["OPENBLAS_NUM_THREADS"], os.environ["OMP_NUM_THREADS"])
     """)])
     assert results(out) == ["ok"], out
     assert f"CWD {work} 1" in out[0]
+    assert "BLAS 1 1" in out[0], out  # one BLAS thread: no idle threads spinning on the workers' cores
     assert int(out[0].split("PNG ")[1].split()[0]) > 1000, out
     # the kernel's folder is its own tmpfs: what it writes never reaches the grader's disk
     assert not (work / "decay.png").exists()

@@ -290,6 +290,9 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
     env.update(HOME="/tmp", PATH=f"{venv / 'bin'}:/usr/bin:/bin", RBTUTOR_AUTOGRADING="1",
                MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"), MPLCONFIGDIR="/tmp/matplotlib",
+               # one BLAS/OpenMP thread: the notebooks' matrices are small, and idle BLAS threads
+               # started at import spin on the cores the other workers' kernels need
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                # the grading process is outside the PID namespace: no parent to poll (1 = none),
                # which also keeps ipykernel from printing its stand-alone banner on stdout
                JPY_PARENT_PID="1")
