@@ -48,11 +48,10 @@ def test_reference_and_its_forms_pass(answer_id):
         assert result.passed, (answer_id, type(form), result)
 
 
-@pytest.mark.parametrize("answer_id", [i for i in NUMERIC if i not in ROUNDOFF])
+# a zero reference has no sign and no relative error: those answers are left out here
+@pytest.mark.parametrize("answer_id", [i for i in NUMERIC if i not in ROUNDOFF and np.any(reference(i))])
 def test_sign_and_five_percent_fail(answer_id):
     ref = reference(answer_id)
-    if not np.any(ref):
-        pytest.skip("a zero reference has no sign and no relative error")
     negated = verdict(answer_id, -ref)
     if KEY[answer_id].quaternion:  # -q is the same rotation
         assert negated.passed, negated
