@@ -33,30 +33,42 @@ ASSIGNMENT = "problem03"
 COURSE = Path("/home/instructor/course")
 
 
-def _unavailable() -> str | None:
+def _unavailable(gradebook: str) -> str | None:
     if os.geteuid() != 0:
         return "the hub test needs root (it creates Unix accounts and starts servers as them)"
     if not chromium_available():
         return f"{CHROMIUM} not found or not executable (apt-get install -y --no-install-recommends chromium)"
     if not os.environ.get("CI") and os.environ.get("RBTUTOR_HUB_TEST") != "1":
         return "set RBTUTOR_HUB_TEST=1 to run it here: it resets the course state of the hub on this machine"
+    if gradebook == "postgres":
+        from pgserver import PostgresError, bin_dir
+
+        try:
+            bin_dir()
+        except PostgresError as exc:
+            return f"make hub GRADEBOOK=postgres needs PostgreSQL: {exc}"
     return None
 
 
-@pytest.fixture(scope="module")
-def hub():
-    reason = _unavailable()
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def hub(request):
+    """The hub as `make hub` (SQLite gradebook) and `make hub GRADEBOOK=postgres` set it up."""
+    global SHOTS
+    reason = _unavailable(request.param)
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the hub test: {reason}", pytrace=False)
         pytest.skip(reason)
     hubctl.stop()
-    hubctl.up(start_hub=False)
+    hubctl.up(start_hub=False, gradebook=request.param)
     reset_course_state()
     hubctl.start()
+    SHOTS = ROOT / "test-artifacts" / ("hub" if request.param == "sqlite" else f"hub-{request.param}")
     SHOTS.mkdir(parents=True, exist_ok=True)
     yield json.loads(hubctl.PASSWORDS.read_text())
     hubctl.stop()
+    if request.param == "postgres":
+        hubctl.stop_postgres()
 
 
 def reset_course_state() -> None:
@@ -78,14 +90,21 @@ def reset_course_state() -> None:
         os.lchown(path, owner.st_uid, owner.st_gid)
     for name in ("gradebook.db", "gradebook.db.bak", "grades.csv", "integrity_report.md", "integrity_report.json"):
         (COURSE / name).unlink(missing_ok=True)
+    if hubctl.gradebook_url():  # the PostgreSQL gradebook: an empty database
+        from pgserver import PostgresServer
+
+        password = (hubctl.STATE / "postgres_password").read_text().strip()
+        server = PostgresServer(hubctl.PG_FOLDER, hubctl.PG_PORT, password=password)
+        server.psql(f'DROP DATABASE IF EXISTS "{hubctl.COURSE_ID}" WITH (FORCE)')
+        server.create_database(hubctl.COURSE_ID)
 
 
 def as_instructor(*command: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run a command in the course folder as the instructor, as in a terminal of the hub."""
     env = {"PATH": f"{hubctl.VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(hubctl.home("instructor")),
            "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE), "LANG": "C.UTF-8"}
-    if os.environ.get("RBTUTOR_GRADEBOOK"):
-        env["RBTUTOR_GRADEBOOK"] = os.environ["RBTUTOR_GRADEBOOK"]
+    if hubctl.gradebook_url():  # as the instructor's ~/.profile sets it on a PostgreSQL hub
+        env["RBTUTOR_GRADEBOOK"] = hubctl.gradebook_url()
     result = subprocess.run(["runuser", "-u", "instructor", "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
                              *command], cwd=COURSE, capture_output=True, text=True, timeout=600)
     if check and result.returncode != 0:
@@ -259,6 +278,8 @@ def run_loop(browser, passwords):
     collected = as_instructor("python", "-m", "rbtutor.course", "collect", ASSIGNMENT)
     assert "collected problem03 from 2 student(s)" in collected.stdout, collected.stdout
     as_instructor("python", "-m", "rbtutor.course", "grade")
+    if hubctl.gradebook_url():  # graded into PostgreSQL, nothing into a SQLite file
+        assert not (COURSE / "gradebook.db").exists()
     scores = read_grades()
     assert scores["student1"] == ("6", "13"), scores
     assert scores["student2"] == ("2", "13"), scores
