@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from chromium_cdp import settle_js
 from conftest import ARTIFACTS, BOOK_HTML_ENV, JB_BUILD_ARGS, OFFLINE, ROOT, toc_pages
 
 TOC_PAGES = toc_pages()
@@ -202,21 +203,7 @@ def test_bibliography_and_glossary_are_linked(built_book: Path):
 
 # Runs in the page after the load event. Waits (bounded) for MathJax to finish its
 # first typeset pass, for images and web fonts, then reports what a reader would see.
-CHECK_PAGE_JS = r"""
-(async () => {
-  const within = (p, ms) => Promise.race([p, new Promise(r => setTimeout(() => r('timeout'), ms))]);
-  const mj = window.MathJax;
-  let mathjax = 'not loaded';
-  if (mj && mj.startup && mj.startup.promise) {
-    mathjax = (await within(mj.startup.promise.then(() => 'ok', e => 'error: ' + e), 20000));
-  }
-  const settled = img => img.complete ? 0 : new Promise(r => {
-    img.addEventListener('load', r);
-    img.addEventListener('error', r);
-  });
-  await within(Promise.all([...document.images].map(settled)), 10000);
-  await within(document.fonts.ready, 10000);
-  const text = document.body.innerText;
+CHECK_PAGE_JS = settle_js("(() => {\n" + r"""  const text = document.body.innerText;
   const mathNodes = [...document.querySelectorAll('.math')];
   return {
     href: location.href,
@@ -243,8 +230,7 @@ CHECK_PAGE_JS = r"""
                                     .map(f => f.family + ' ' + f.weight + ' ' + f.style),
     navLinks: [...document.querySelectorAll('.bd-sidebar-primary a[href]')].map(a => a.href),
   };
-})()
-""".replace("%RAW_TEX%", json.dumps(RAW_TEX))
+})()""".replace("%RAW_TEX%", json.dumps(RAW_TEX)), 20000, 10000)
 
 
 # At phone width: how wide the document is, and which visible elements reach past

@@ -20,6 +20,29 @@ from pathlib import Path
 CHROMIUM = Path(os.environ.get("RBTUTOR_CHROMIUM") or "/usr/bin/chromium")
 
 
+def settle_js(report: str, mathjax_ms: int, other_ms: int) -> str:
+    """A page script that waits, each wait bounded, for MathJax's first typeset pass (``mathjax_ms``),
+    then for the images and web fonts (``other_ms`` each), and returns the JS expression ``report``,
+    which may read ``mathjax`` (``'ok'``, ``'timeout'``, ``'error: ...'`` or ``'not loaded'``)."""
+    return f"""
+(async () => {{
+  const within = (p, ms) => Promise.race([p, new Promise(r => setTimeout(() => r('timeout'), ms))]);
+  const mj = window.MathJax;
+  let mathjax = 'not loaded';
+  if (mj && mj.startup && mj.startup.promise) {{
+    mathjax = await within(mj.startup.promise.then(() => 'ok', e => 'error: ' + e), {int(mathjax_ms)});
+  }}
+  const settled = img => img.complete ? 0 : new Promise(r => {{
+    img.addEventListener('load', r);
+    img.addEventListener('error', r);
+  }});
+  await within(Promise.all([...document.images].map(settled)), {int(other_ms)});
+  await within(document.fonts.ready, {int(other_ms)});
+  return {report};
+}})()
+"""
+
+
 def chromium_available() -> bool:
     """Whether :data:`CHROMIUM` is a file this process can execute."""
     return CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)

@@ -24,33 +24,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from chromium_cdp import CHROMIUM, CDPError, Chromium, chromium_available
+from chromium_cdp import CHROMIUM, CDPError, Chromium, chromium_available, settle_js
 
-# Runs in the page: wait (bounded) for MathJax, images and fonts; report what is left.
-SETTLE_JS = r"""
-(async () => {
-  const within = (p, ms) => Promise.race([p, new Promise(r => setTimeout(() => r('timeout'), ms))]);
-  const mj = window.MathJax;
-  let mathjax = 'not loaded';
-  if (mj && mj.startup && mj.startup.promise) {
-    mathjax = await within(mj.startup.promise.then(() => 'ok', e => 'error: ' + e), %TIMEOUT_MS%);
-  }
-  const settled = img => img.complete ? 0 : new Promise(r => {
-    img.addEventListener('load', r);
-    img.addEventListener('error', r);
-  });
-  await within(Promise.all([...document.images].map(settled)), 30000);
-  await within(document.fonts.ready, 30000);
-  const maths = [...document.querySelectorAll('.math')];
-  return {
+# Reported by the page once MathJax, images and fonts have settled (chromium_cdp.settle_js).
+SETTLE_REPORT = r"""{
     mathjax: mathjax,
-    math: maths.length,
-    untypeset: maths.filter(n => !n.querySelector('mjx-container')).length,
+    math: document.querySelectorAll('.math').length,
+    untypeset: [...document.querySelectorAll('.math')].filter(n => !n.querySelector('mjx-container')).length,
     images: document.images.length,
     broken: [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 120)),
-  };
-})()
-"""
+  }"""
 
 FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#444;">'
           '<span class="title"></span> &middot; page <span class="pageNumber"></span>'
@@ -95,7 +78,7 @@ def print_pdf(index: Path, output: Path, timeout: float = 300.0) -> dict:
             browser.wait_event("Page.loadEventFired", since, timeout=timeout)
             started = time.monotonic()
             report = browser.evaluate(
-                SETTLE_JS.replace("%TIMEOUT_MS%", str(int(timeout * 1000))), timeout=timeout + 60)
+                settle_js(SETTLE_REPORT, int(timeout * 1000), 30000), timeout=timeout + 60)
             report["seconds_to_settle"] = round(time.monotonic() - started, 1)
             problems = []
             if report["math"] and report["mathjax"] != "ok":
