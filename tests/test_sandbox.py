@@ -237,9 +237,12 @@ def passable_interpreter(command: list[str]) -> list[str]:
     /root, mode 0700): an empty tmpfs goes over that folder, with the interpreter's
     prefix bound back in, so that an ordinary user can run the venv's Python.
     """
-    # the interpreter's prefix and the virtual environment (the clone may sit in a closed folder too)
+    # the interpreter's prefix, the virtual environment and the checkout with these tests (the
+    # clone may sit in a closed folder too)
+    wanted = [Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parents[1]]
+    wanted = [p for p in wanted if not any(q != p and q in p.parents for q in wanted)]
     prefixes, closed = [], []
-    for prefix in dict.fromkeys([Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()]):
+    for prefix in dict.fromkeys(wanted):
         shut = next((p for p in reversed(prefix.parents) if not p.stat().st_mode & 0o001), None)
         if shut is not None:
             prefixes.append(prefix)

@@ -263,8 +263,9 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     base = Path(sys.base_prefix).resolve()  # the interpreter and its standard library
     package = Path(__file__).resolve().parents[1]  # rbtutor itself: hidden, wherever it is installed
     checkout = package.parent if (package.parent / "pyproject.toml").is_file() else package
-    hidden = [*_course_roots(work), checkout, *map(Path, ALWAYS_HIDDEN)]
-    hidden += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
+    secret = [*_course_roots(work), checkout]
+    secret += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
+    hidden = [*secret, *map(Path, ALWAYS_HIDDEN)]
     for folder in hidden:
         if work in (Path("/"), Path("/tmp")) or (_under(folder, work) and folder.exists()):
             raise SandboxError(f"refusing to run a student's kernel in {work}: it holds {folder}, "
@@ -316,17 +317,20 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
     hide = sorted(set(hide), key=lambda p: len(p.parts))
     hide = [f for k, f in enumerate(hide) if not any(_under(f, g) for g in hide[:k])]
     binds = list(dict.fromkeys([("--ro-bind", base), ("--ro-bind", venv)]))
-    # /tmp is a fresh tmpfs inside: folders of the import path that live there (a .pth line of an
-    # environment made in /tmp) are bound read-only, so that the kernel imports what the grader does
-    for entry in sys.path:
+    # The kernel imports what the grader does: installed-library folders of the import path that
+    # the sandbox would not show (a .pth line to another environment's site-packages, under /tmp
+    # or a hidden home) are bound read-only. The script's own folder (sys.path[0]) never is.
+    fresh = [Path("/tmp"), *hide]
+    for entry in (sys.path if sys.flags.safe_path else sys.path[1:]):
         folder = Path(entry).resolve() if entry else None
-        if folder is None or not folder.is_dir() or not _under(folder, Path("/tmp")) or folder == Path("/tmp"):
+        if folder is None or not folder.is_dir() or not any(folder != f and _under(folder, f) for f in fresh):
             continue
-        if any(_under(folder, f) or _under(f, folder) for f in [*hide, work, run, venv, base]):
+        if folder.name not in ("site-packages", "dist-packages") and not _under(folder, Path("/tmp")):
+            continue
+        if any(_under(folder, f) or _under(f, folder) for f in [*secret, work, run, venv, base]):
             continue
         binds.append(("--ro-bind", folder))
     binds = list(dict.fromkeys(binds))
-    fresh = [Path("/tmp"), *hide]  # new tmpfs inside the sandbox
     made = set()
 
     def passable(target: Path) -> None:  # folders leading to target inside a new tmpfs: 0755
