@@ -258,6 +258,23 @@ def run_loop(browser, passwords):
     released = json.loads((COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
     assert len({data_cells["student1"], data_cells["student2"], data_cell(released)}) == 3, data_cells
 
+    # --- student3 computes with student1's numbers (a cell after their own data cell sets them)
+    copier = sessions["student3"] = Session(browser, "student3", passwords["student3"])
+    copier.open_assignment_list()
+    copier.page.locator("#released_assignments_list").locator("button:text-is('Fetch')").click()
+    copier.page.locator("#fetched_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
+    path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    notebook = answered(copier.api("GET", f"api/contents/{path}").json()["content"], False)
+    at = next(k for k, c in enumerate(notebook["cells"]) if _is_data(c)) + 1
+    borrowed = "\n".join(data_cells["student1"].splitlines()[2:])  # below the cell's two header lines
+    notebook["cells"].insert(at, {"cell_type": "code", "metadata": {}, "source": borrowed, "outputs": [],
+                                  "execution_count": None})
+    put = copier.api("PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": notebook})
+    assert put.status in (200, 201), put.text()
+    copier.page.locator("#fetched_assignments_list").locator("button:text-is('Submit')").first.click()
+    copier.page.locator("#submitted_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
+    copier.shot("06a-student3-submitted-with-student1-numbers")
+
     # --- student2 checks the wrong K in a kernel of their server: the diagnosis, no value
     checked = check_in_kernel(sessions["student2"])
     sessions["student2"].shot("06b-student2-checked")
@@ -276,13 +293,18 @@ def run_loop(browser, passwords):
 
     # --- instructor: collect, grade
     collected = as_instructor("python", "-m", "rbtutor.course", "collect", ASSIGNMENT)
-    assert "collected problem03 from 2 student(s)" in collected.stdout, collected.stdout
+    assert "collected problem03 from 3 student(s)" in collected.stdout, collected.stdout
     as_instructor("python", "-m", "rbtutor.course", "grade")
     if hubctl.gradebook_url():  # graded into PostgreSQL, nothing into a SQLite file
         assert not (COURSE / "gradebook.db").exists()
     scores = read_grades()
-    assert scores["student1"] == ("6", "13"), scores
+    assert scores["student1"] == ("6", "13"), scores  # each judged against their own key
     assert scores["student2"] == ("2", "13"), scores
+    assert scores["student3"] == ("0", "13"), scores  # right for student1's ship, wrong for their own
+    report = json.loads((COURSE / "integrity_report.json").read_text())
+    named = {e["kind"] for r in report if r["student"] == "student3" for e in r["events"]}
+    assert "fits_other_student" in named, report
+    assert not [r for r in report if r["student"] in ("student1", "student2") and r["events"]], report
 
     # --- instructor: a written part in the Formgrader
     teacher = sessions["instructor"] = Session(browser, "instructor", passwords["instructor"])
@@ -320,7 +342,7 @@ def run_loop(browser, passwords):
     as_instructor("python", "-m", "rbtutor.course", "grade")
     assert read_grades()["student1"] == ("8", "13"), "the hand grade must survive a re-grade"
     returned = as_instructor("python", "-m", "rbtutor.course", "return-feedback")
-    assert "feedback returned to 2 students" in returned.stdout, returned.stdout
+    assert "feedback returned to 3 students" in returned.stdout, returned.stdout
 
     # --- students: fetch the feedback and read it
     key = key_values("student2")
@@ -395,10 +417,13 @@ def read_grades() -> dict[str, tuple[str, str]]:
                 if row["assignment"] == ASSIGNMENT}
 
 
+def _is_data(cell: dict) -> bool:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "problem_data"
+
+
 def data_cell(notebook: dict) -> str:
     """The source of a notebook's locked data cell."""
-    sources = [c["source"] for c in notebook["cells"]
-               if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "problem_data"]
+    sources = [c["source"] for c in notebook["cells"] if _is_data(c)]
     assert len(sources) == 1, f"{len(sources)} data cells"
     return "".join(sources[0])
 
