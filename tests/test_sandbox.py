@@ -170,6 +170,14 @@ def test_course_library_cannot_be_imported(course):
     assert all("instructor's library" in text for text in out), out  # refused, not merely missing
 
 
+def test_no_debugger_while_grading(course):
+    # ipykernel's debugger is left out of the grading kernel (its import was a fifth of each start)
+    _, work = course
+    out = execute(work, [probe("import debugpy"), "from ipykernel.debugger import _is_debugpy_available\n"
+                         "print('RESULT', _is_debugpy_available)"])
+    assert results(out) == ["ModuleNotFoundError", "False"], out
+
+
 def test_memory_is_bounded(course):
     _, work = course
     six_gib = 6 * 2**30  # more than the kernel's limit, less than the machine: mmap without touching
