@@ -27,7 +27,6 @@ def configure(c, root: str | os.PathLike) -> None:
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import (
         AssignLatePenalties,
-        CheckCellMetadata,
         ClearOutput,
         IgnorePattern,
         LimitOutput,
@@ -40,7 +39,7 @@ def configure(c, root: str | os.PathLike) -> None:
     from ..grading.feedback import SanitizeNotebook
     from ..grading.judge import JudgeAnswers
     from ..grading.outputs import CapOutput
-    from ..grading.restore import RestoreCells
+    from ..grading.restore import CheckMetadata, RestoreCells
     from ..grading.scan import ScanSubmission
 
     layout = CourseLayout(Path(root))
@@ -63,7 +62,7 @@ def configure(c, root: str | os.PathLike) -> None:
         OverwriteKernelspec,
         RestoreCells,
         ScanSubmission,
-        CheckCellMetadata,
+        CheckMetadata,
     ]
     c.Autograde.autograde_preprocessors = [
         BoundedExecute,
@@ -75,7 +74,7 @@ def configure(c, root: str | os.PathLike) -> None:
         SaveAutoGrades,
         SanitizeNotebook,
         AssignLatePenalties,
-        CheckCellMetadata,
+        CheckMetadata,
     ]
     # late policy: a share of the score per started day late; due dates from exercises/due_dates.yaml
     from .late import PercentPerDay
