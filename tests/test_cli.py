@@ -58,3 +58,13 @@ def test_grade_refuses_a_worker_count_below_one(jobs):
     out = subprocess.run([sys.executable, "-m", "rbtutor.course", "grade", "--jobs", jobs],
                          capture_output=True, text=True)
     assert out.returncode == 2 and f"--jobs must be at least 1, got {jobs}" in out.stderr
+
+
+def test_course_commands_do_without_the_iri_grammar():
+    # jsonschema compiles rfc3987_syntax's grammar at import when it can (0.85 s of CPU per process);
+    # the course's processes leave that checker out, and notebooks still validate
+    code = ("import sys, rbtutor.course, nbformat, jsonschema\n"
+            "nbformat.validate(nbformat.v4.new_notebook())\n"
+            "print(sys.modules.get('rfc3987_syntax') is None, 'lark' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False"], out
