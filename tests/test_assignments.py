@@ -390,3 +390,46 @@ def test_blank_release_fails_validate_with_hints(graded, name):
     texts = [re.sub(r"<[^>]+>|\x1b\[[0-9;]*m", "", f.get("error", "")) for f in failed]
     hints = [t for t in texts if "Hint:" in t or "assign your answer" in t or "did not provide a response" in t]
     assert len(hints) == len(texts), [t[-300:] for t in texts if t not in hints][:2]
+
+
+def test_grader_sees_model_answer_and_rubric_students_do_not(graded):
+    """In the notebook the Formgrader shows, each written part is followed by the grader's note (model
+    answer and rubric from the source); no feedback page, in the course or fetched, has one."""
+    from rbtutor.grading.feedback import is_grader_note
+
+    course, home, _ = graded
+    notes = 0
+    for name in PROBLEMS:
+        source = nbformat.read(course / "exercises" / name / f"{name}.ipynb", as_version=4)
+        written = [grade_meta(c)["grade_id"] for c in source.cells
+                   if grade_meta(c).get("grade") and grade_meta(c).get("solution")]
+        shown = nbformat.read(course / "autograded" / "alice" / name / f"{name}.ipynb", as_version=4)
+        for k, cell in enumerate(shown.cells):
+            if grade_meta(cell).get("grade_id") in written:
+                note = shown.cells[k + 1]
+                assert is_grader_note(note), (name, grade_meta(cell)["grade_id"])
+                assert f"For the grader, {grade_meta(cell)['grade_id']}" in note.source
+                assert "Rubric" in note.source and "Model answer" in note.source, note.source[:300]
+                notes += 1
+        assert notes >= len(written) and sum(map(is_grader_note, shown.cells)) == len(written)
+        pages = [course / "feedback" / "alice" / name / f"{name}.html", *home.rglob(f"{name}/**/*.html")]
+        assert len(pages) >= 2, pages
+        for page in pages:
+            text = page.read_text()
+            assert "For the grader" not in text and "rbtutor-grader-note" not in text, page
+    assert notes >= 20  # the course's written parts, all of them
+
+
+def test_nbgrader_own_feedback_leaves_the_notes_out_too(graded, tmp_path):
+    """The Formgrader's "Generate Feedback" button (nbgrader generate_feedback) is not the course's
+    way, but even that path shows no grader's note."""
+    from rbtutor.course import api
+
+    course, _, _ = graded
+    copy = tmp_path / "course"
+    shutil.copytree(course, copy, symlinks=True, ignore=shutil.ignore_patterns("exchange"))
+    assert api(copy).generate_feedback("problem03", "alice")["success"]
+    page = (copy / "feedback" / "alice" / "problem03" / "problem03.html").read_text()
+    assert "problem03" in page and "For the grader" not in page and "rbtutor-grader-note" not in page
+    # the control: the notebook it was made from has the notes
+    assert "For the grader" in (copy / "autograded" / "alice" / "problem03" / "problem03.ipynb").read_text()

@@ -327,6 +327,9 @@ def run_loop(browser, passwords):
     teacher.shot("07-instructor-formgrader-submissions")
     page.goto(hubctl.URL + link.get_attribute("href"))
     page.wait_for_selector("input.score")
+    # the model answer and rubric in view, below the written answer being graded
+    note = page.locator("div.rbtutor-grader-note").first
+    assert "For the grader, p3_a_derivation" in note.inner_text() and "Rubric" in note.inner_text()
     # the inputs are in the page before the Formgrader's script has fetched the grades and bound
     # its save handlers to them: a score typed earlier would never be saved
     page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded")

@@ -36,7 +36,7 @@ def configure(c, root: str | os.PathLike) -> None:
 
     from ..grading import sandbox
     from ..grading.execute import BoundedExecute
-    from ..grading.feedback import SanitizeNotebook
+    from ..grading.feedback import DropGraderNotes, GraderNotes, SanitizeNotebook
     from ..grading.judge import JudgeAnswers
     from ..grading.outputs import CapOutput
     from ..grading.restore import CheckMetadata, RestoreCells
@@ -53,6 +53,12 @@ def configure(c, root: str | os.PathLike) -> None:
     c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
     c.JudgeAnswers.data_file = str(layout.data_file)
+    c.GraderNotes.source_directory = str(layout.exercises)
+    # nbgrader's own feedback (its command, the Formgrader's button) without the grader's notes
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.preprocessors import GetGrades
+
+    c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropGraderNotes]
     c.Execute.kernel_name = sandbox.install()
     # The confined kernel has no network: it talks to the grader over IPC sockets in a private
     # folder that BoundedExecute makes afresh for every notebook and removes after it.
@@ -73,6 +79,7 @@ def configure(c, root: str | os.PathLike) -> None:
         LimitOutput,
         SaveAutoGrades,
         SanitizeNotebook,
+        GraderNotes,
         AssignLatePenalties,
         CheckMetadata,
     ]

@@ -12,7 +12,8 @@
 8. :mod:`.outputs`: the byte budget of what the kernel sent back.
 9. :mod:`.judge`: each handed-in value judged in the grading process against the key of
    :mod:`rbtutor.problems`.
-10. :mod:`.feedback`: sanitised feedback pages with math as MathML, no scripts.
+10. :mod:`.feedback`: sanitised feedback pages with math as MathML, no scripts; the model answer and
+    rubric beside each written answer for the grader (never for the student).
 11. :mod:`.report`: the integrity events of every step, and the class's integrity report.
 
 The threat model is in the README's grading section: everything a student controls (files, names,

@@ -20,6 +20,8 @@ anyone's browser sees it, and renders math without MathJax:
   with the points of each graded part, the grader's verdicts as sentences, and hidden
   tests left out.
 - :func:`write_feedback` writes such a page without following links.
+- :class:`GraderNotes` puts the model answer and rubric of each part graded by hand beside the
+  student's answer in the notebook the Formgrader shows (never on a feedback page).
 
 What nbgrader's own pages do, for the record (nbgrader 0.9.6, nbconvert 7.17): the
 Formgrader renders ``autograded/<student>/<assignment>/<notebook>.ipynb`` with
@@ -50,6 +52,7 @@ from pathlib import Path
 import latex2mathml.converter
 import nh3
 from markdown_it import MarkdownIt
+from traitlets import Unicode
 
 from .protocol import HAND_IN
 
@@ -938,6 +941,8 @@ def render_feedback(nb, scores: dict, *, title: str) -> str:
     cells_html, rows, seen = [], [], set()
     level = 1  # of the last heading on the page: a graded part's heading goes one below it
     for index, cell in enumerate(nb.get("cells", [])):
+        if is_grader_note(cell):
+            continue  # model answers and rubrics are for the grader
         meta = _nbgrader(cell)
         grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
         graded = bool(grade_id and (meta.get("grade") or meta.get("task") or grade_id in scores))
@@ -1080,4 +1085,98 @@ class SanitizeNotebook(_Events, _NbGraderPreprocessor):
         events = sanitize_notebook(nb)
         prerender_math(nb)
         self._store(resources, events)
+        return nb, resources
+
+
+#: ``cell.metadata.rbtutor.grader_note``: a cell for the grader only (model answer and rubric), never
+#: on a feedback page
+GRADER_NOTE = "grader_note"
+# The note's frame: an inline style, which the sanitiser removes from anything a student wrote, so
+# that a student's cell cannot pass itself off as the grader's note.
+_NOTE_FRAME = ('<div class="rbtutor-grader-note" role="note" aria-label="For the grader" style="border-left: '
+               '6px solid #9a4d00; background: #fff3e0; padding: 0.3em 1em; margin: 0.4em 0 1em">{}</div>')
+
+
+def solution_text(source: str) -> str:
+    """What the instructor wrote between ``BEGIN SOLUTION`` and ``END SOLUTION`` (the whole cell
+    when it has no such markers, as nbgrader then hides the whole cell from students)."""
+    kept, inside, marked = [], False, False
+    for line in source.splitlines():
+        if "BEGIN SOLUTION" in line:
+            inside = marked = True
+        elif "END SOLUTION" in line:
+            inside = False
+        elif inside:
+            kept.append(line)
+    return "\n".join(kept).strip() if marked else source.strip()
+
+
+def grader_note(cell, grade_id: str, language: str = "python"):
+    """A cell that shows the grader the source ``cell``'s solution region (for a written part: the
+    model answer and the rubric): sanitised HTML with MathML in an inline-styled frame, marked
+    ``metadata.rbtutor.grader_note`` so that feedback pages leave it out."""
+    from nbformat.v4 import new_markdown_cell, new_notebook
+
+    text = solution_text(_source(cell))
+    if cell.get("cell_type") == "code":
+        text = f"```{language}\n{text}\n```"
+    note = new_markdown_cell(f"**For the grader, {grade_id}** (from the source notebook; students do not "
+                             f"see this):\n\n{text}")
+    prerender_math(new_notebook(cells=[note]))
+    note.source = _NOTE_FRAME.format(note.source)
+    note.metadata = {"rbtutor": {GRADER_NOTE: True}}
+    return note
+
+
+def is_grader_note(cell) -> bool:
+    meta = cell.get("metadata", {}).get("rbtutor")
+    return isinstance(meta, dict) and meta.get(GRADER_NOTE) is True
+
+
+class GraderNotes(_NbGraderPreprocessor):
+    """The model answer and rubric in view where a part is graded by hand (the Formgrader).
+
+    Placed after :class:`SanitizeNotebook`: after each part graded by hand (a cell nbgrader marks
+    both solution and graded, such as a written answer), a cell from the instructor's source
+    notebook ``<source_directory>/<assignment>/<notebook>.ipynb`` with what lies between its
+    solution markers (:func:`grader_note`). A marker a student put on a cell of theirs is removed
+    first, so only these notes carry it. The notebook stored in ``autograded/`` holds them;
+    :func:`render_feedback` leaves them out of every feedback page.
+    """
+
+    source_directory = Unicode("", help="the instructor's source folder (CourseDirectory's "
+                               "source_directory under its root); empty: no notes").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        import nbformat
+
+        for cell in nb.cells:  # the submission's own cells: never notes, whatever their metadata says
+            meta = cell.get("metadata", {}).get("rbtutor")
+            if isinstance(meta, dict):
+                meta.pop(GRADER_NOTE, None)
+        if not self.source_directory:
+            return nb, resources
+        info = resources.get("nbgrader", {})
+        path = Path(self.source_directory) / str(info.get("assignment")) / f"{info.get('notebook')}.ipynb"
+        if not path.is_file():
+            return nb, resources
+        source = {_nbgrader(c).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells
+                  if _nbgrader(c).get("grade_id")}
+        cells = []
+        for cell in nb.cells:
+            cells.append(cell)
+            meta = _nbgrader(cell)
+            original = source.get(meta.get("grade_id"))
+            if meta.get("grade") and meta.get("solution") and original is not None:
+                cells.append(grader_note(original, meta["grade_id"]))
+        nb.cells = cells
+        return nb, resources
+
+
+class DropGraderNotes(_NbGraderPreprocessor):
+    """The grader's notes taken out: for nbgrader's own ``generate_feedback`` (the Formgrader's
+    "Generate Feedback" button), so that not even that path shows them to students."""
+
+    def preprocess(self, nb, resources):
+        nb.cells = [cell for cell in nb.cells if not is_grader_note(cell)]
         return nb, resources
