@@ -433,3 +433,26 @@ def test_nbgrader_own_feedback_leaves_the_notes_out_too(graded, tmp_path):
     assert "problem03" in page and "For the grader" not in page and "rbtutor-grader-note" not in page
     # the control: the notebook it was made from has the notes
     assert "For the grader" in (copy / "autograded" / "alice" / "problem03" / "problem03.ipynb").read_text()
+
+
+def test_an_override_of_an_autograded_score_is_shown_and_logged(graded, tmp_path, capsys):
+    """The Formgrader lets a grader change an autograded score; grades.csv and the run's log say so."""
+    from rbtutor.course import CourseLayout, api
+    from rbtutor.course.grade import finish_run
+
+    course, _, _ = graded
+    copy = tmp_path / "course"
+    shutil.copytree(course, copy, symlinks=True, ignore=shutil.ignore_patterns("exchange"))
+    grader = api(copy)
+    part = next(iter(autograded_cells(copy / "exercises" / "problem03" / "problem03.ipynb")))
+    with grader.gradebook as gradebook:  # what the Formgrader's score box does
+        grade = gradebook.find_grade(part, "problem03", "problem03", "alice")
+        auto = grade.auto_score
+        assert auto and auto > 0
+        grade.manual_score = 0.0
+        gradebook.db.commit()
+    assert finish_run(CourseLayout(copy), grader, 0, [], 0.0, "(test)") == 0
+    rows = {(r.split(",")[0], r.split(",")[1]): r for r in (copy / "grades.csv").read_text().splitlines()}
+    assert f"{part} {auto:g}->0" in rows[("alice", "problem03")]
+    assert f"alice problem03 {part} {auto:g}->0" in capsys.readouterr().out
+    assert all(f"{part} " not in row for key, row in rows.items() if key != ("alice", "problem03"))

@@ -43,13 +43,15 @@ def generate(layout: CourseLayout) -> int:
     return 0
 
 
-def export_grades(grader, path: Path) -> None:
+def export_grades(grader, path: Path) -> list[str]:
     """One row per student and assignment: the score, its maximum, and the state of the hand grading.
 
     ``written_parts``: ``done`` when every hand-graded part has a grade, else ``to grade (N)``.
     ``overridden``: autograded parts whose score a grader changed by hand (the Formgrader allows it),
-    as ``grade_id auto->manual``, so that no override goes unseen.
+    as ``grade_id auto->manual``, so that no override goes unseen. Returns those overrides, one
+    ``student assignment grade_id auto->manual`` each.
     """
+    changed = []
     import csv
 
     with grader.gradebook as gradebook, path.open("w", newline="") as handle:
@@ -64,10 +66,12 @@ def export_grades(grader, path: Path) -> None:
                 overridden = [f"{g.name} {g.auto_score:g}->{g.manual_score:g}" for g in grades
                               if g.auto_score is not None and g.manual_score is not None
                               and g.manual_score != g.auto_score]
+                changed += [f"{submission.student.id} {assignment.name} {text}" for text in overridden]
                 writer.writerow([submission.student.id, assignment.name, f"{submission.score:g}",
                                  f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
                                  "; ".join(overridden), f"{submission.late_submission_penalty:g}",
                                  f"{submission.score - submission.late_submission_penalty:g}"])
+    return changed
 
 
 def _hand_grades(grader, assignment: str, student: str) -> tuple[object, dict[tuple[str, str], float]]:
@@ -260,7 +264,12 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
     not graded with its reason. Returns the exit status (1 when some submission was not graded)."""
     from ..grading.report import write_integrity_report
 
-    export_grades(grader, layout.grades_csv)
+    changed = export_grades(grader, layout.grades_csv)
+    if changed:
+        print(f"{len(changed)} autograded score(s) changed by hand in the Formgrader (the overridden "
+              "column of grades.csv):")
+        for line in changed:
+            print(f"  {line}")
     print(f"integrity report: {write_integrity_report(layout.root)}")
     print(f"graded {count} submissions in {elapsed:.1f} s {where}; "
           f"grades: {layout.grades_csv}; feedback: {layout.root / 'feedback'}")
