@@ -233,8 +233,8 @@ def default_jobs() -> int:
 
     A worker spends part of each notebook waiting (its kernel starting inside the
     sandbox, messages to and from it), so one spare worker keeps the cores busy:
-    measured on 2 cores with 60 notebooks of the reference solutions, 0.60 s per
-    notebook with 3 workers against 0.70 s with 2 (and 0.59 s with 4).
+    measured on 2 cores with 66 notebooks of the reference solutions (2026-12-03), 0.47 s
+    per notebook with 3 workers, 0.45 s with 4 or 5, which cost 8 and 14 % more CPU.
     """
     try:
         cores = len(os.sched_getaffinity(0))

@@ -4,7 +4,8 @@
 time limit for the whole notebook on top of the per-cell timeout, survival of a
 dying kernel (the parts judged before it keep their points), a malformed or
 oversized kernel message treated like a dead kernel, and the output budget of
-:mod:`rbtutor.grading.outputs` applied while messages arrive.
+:mod:`rbtutor.grading.outputs` applied while messages arrive. Its kernel client,
+:class:`PromptClient`, starts work as soon as the kernel answers on both channels.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from queue import Empty
 from time import monotonic
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
@@ -83,6 +86,55 @@ def _not_run(message: str):
 
 
 # --------------------------------------------------------------------------- execution
+
+
+class PromptClient(AsyncKernelClient):
+    """jupyter_client's asynchronous client, ready as soon as the kernel is.
+
+    ``wait_for_ready`` asks for the kernel's info until the reply has come on the shell channel
+    and the kernel's idle status for that same request on the IOPub channel (which proves the
+    subscription is live). jupyter_client's own then waits for 0.2 s of silence on IOPub to flush
+    it, at every kernel start; here nothing is left to flush that nbclient would not ignore (it
+    reads IOPub by the id of each request).
+    """
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            request = self.kernel_info()
+            reply = await self._reply_to(request, self.shell_channel, 1.0)
+            if reply is not None and await self._idle_after(request):
+                self._handle_kernel_info_reply(reply)
+                return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
+
+    @staticmethod
+    async def _reply_to(request: str, channel, wait: float):
+        """The message on ``channel`` answering ``request``, or None after ``wait`` seconds."""
+        end = monotonic() + wait
+        while (left := end - monotonic()) > 0:
+            try:
+                msg = await channel.get_msg(timeout=left)
+            except Empty:
+                return None
+            if msg.get("parent_header", {}).get("msg_id") == request:
+                return msg
+        return None
+
+    async def _idle_after(self, request: str) -> bool:
+        end = monotonic() + 0.05  # not there by then: IOPub was not yet subscribed, so ask again
+        while (left := end - monotonic()) > 0:
+            try:
+                msg = await self.iopub_channel.get_msg(timeout=left)
+            except Empty:
+                return False
+            if (msg.get("parent_header", {}).get("msg_id") == request and msg.get("msg_type") == "status"
+                    and msg.get("content", {}).get("execution_state") == "idle"):
+                return True
+        return False
 
 
 def _death_reason(km) -> str:
@@ -176,6 +228,7 @@ class BoundedExecute(Events, Execute):
     def create_kernel_manager(self):
         """The kernel manager, with its connection file and IPC sockets in this notebook's own folder."""
         km = super().create_kernel_manager()
+        km.client_class = f"{PromptClient.__module__}.PromptClient"
         km.transport = "ipc"
         km.ip = str(self._ipc / "kernel")
         km.connection_file = str(self._ipc / "connection.json")
