@@ -1,4 +1,4 @@
-"""The private hooks of nbclient, nbconvert and nbgrader that rbtutor.grading overrides or calls.
+"""The private hooks of jupyter_client, nbclient, nbconvert and nbgrader that rbtutor.grading overrides or calls.
 
 rbtutor pins version ranges of these packages (pyproject.toml) because it relies on names
 that are not their public API. If an upgrade renames or reshapes one, this test fails
@@ -8,9 +8,12 @@ loudly and names it, instead of grading silently going wrong.
 import inspect
 
 import pytest
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.manager import AsyncKernelManager
 from nbclient.client import NotebookClient
 from nbconvert.preprocessors import ExecutePreprocessor
 from nbgrader.converters.autograde import Autograde
+from nbgrader.nbgraderformat.common import BaseMetadataValidator
 from nbgrader.preprocessors import Execute, OverwriteCells
 
 # (owner, name, parameters it must accept)
@@ -31,6 +34,12 @@ HOOKS = [
     (OverwriteCells, "report_change", ["name", "attr", "old", "new"]),
     (OverwriteCells, "missing_cell_transform", ["source_cell", "max_score"]),
     (OverwriteCells, "add_missing_task_cells", ["nb", "resources"]),
+    # PromptClient (rbtutor.grading.execute)
+    (AsyncKernelClient, "_handle_kernel_info_reply", ["msg"]),
+    (AsyncKernelClient, "_async_is_alive", []),
+    (AsyncKernelManager, "_async_is_alive", []),
+    # CheckMetadata (rbtutor.grading.restore): its per-cell check takes the base class's place
+    (BaseMetadataValidator, "validate_cell", ["cell"]),
 ]
 
 

@@ -24,10 +24,11 @@ from .layout import CourseLayout
 
 def configure(c, root: str | os.PathLike) -> None:
     """Fill the traitlets config ``c`` (from ``get_config()``) for the course at ``root``."""
-    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader.preprocessors import (
         AssignLatePenalties,
         ClearOutput,
+        GetGrades,
         IgnorePattern,
         LimitOutput,
         OverwriteKernelspec,
@@ -55,9 +56,6 @@ def configure(c, root: str | os.PathLike) -> None:
     c.JudgeAnswers.data_file = str(layout.data_file)
     c.GraderNotes.source_directory = str(layout.exercises)
     # nbgrader's own feedback (its command, the Formgrader's button) without the grader's notes
-    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-    from nbgrader.preprocessors import GetGrades
-
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropGraderNotes]
     c.Execute.kernel_name = sandbox.install()
     # The confined kernel has no network: it talks to the grader over IPC sockets in a private
