@@ -16,6 +16,7 @@ import signal
 import stat
 import tempfile
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from queue import Empty
 from time import monotonic
@@ -102,8 +103,9 @@ class PromptClient(AsyncKernelClient):
         deadline = monotonic() + (float("inf") if timeout is None else timeout)
         while True:
             request = self.kernel_info()
-            reply = await self._reply_to(request, self.shell_channel, 1.0)
-            if reply is not None and await self._idle_after(request):
+            reply = await first(self.shell_channel, 1.0, partial(_answers, request))
+            # not idle within 50 ms: IOPub was not subscribed yet when the kernel published, so ask again
+            if reply is not None and await first(self.iopub_channel, 0.05, partial(_idle_after, request)):
                 self._handle_kernel_info_reply(reply)
                 return
             if not await self._async_is_alive():
@@ -111,30 +113,28 @@ class PromptClient(AsyncKernelClient):
             if monotonic() > deadline:
                 raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
 
-    @staticmethod
-    async def _reply_to(request: str, channel, wait: float):
-        """The message on ``channel`` answering ``request``, or None after ``wait`` seconds."""
-        end = monotonic() + wait
-        while (left := end - monotonic()) > 0:
-            try:
-                msg = await channel.get_msg(timeout=left)
-            except Empty:
-                return None
-            if msg.get("parent_header", {}).get("msg_id") == request:
-                return msg
-        return None
 
-    async def _idle_after(self, request: str) -> bool:
-        end = monotonic() + 0.05  # not there by then: IOPub was not yet subscribed, so ask again
-        while (left := end - monotonic()) > 0:
-            try:
-                msg = await self.iopub_channel.get_msg(timeout=left)
-            except Empty:
-                return False
-            if (msg.get("parent_header", {}).get("msg_id") == request and msg.get("msg_type") == "status"
-                    and msg.get("content", {}).get("execution_state") == "idle"):
-                return True
-        return False
+def _answers(request: str, msg: dict) -> bool:
+    return msg.get("parent_header", {}).get("msg_id") == request
+
+
+def _idle_after(request: str, msg: dict) -> bool:
+    return (_answers(request, msg) and msg.get("msg_type") == "status"
+            and msg.get("content", {}).get("execution_state") == "idle")
+
+
+async def first(channel, wait: float, wanted):
+    """The first message on ``channel`` for which ``wanted(msg)`` holds, or None after ``wait`` seconds
+    (the messages before it are read and dropped)."""
+    end = monotonic() + wait
+    while (left := end - monotonic()) > 0:
+        try:
+            msg = await channel.get_msg(timeout=left)
+        except Empty:
+            return None
+        if wanted(msg):
+            return msg
+    return None
 
 
 def _death_reason(km) -> str:

@@ -1115,17 +1115,24 @@ def grader_note(cell, grade_id: str, language: str = "python"):
     """A cell that shows the grader the source ``cell``'s solution region (for a written part: the
     model answer and the rubric): sanitised HTML with MathML in an inline-styled frame, marked
     ``metadata.rbtutor.grader_note`` so that feedback pages leave it out."""
+    from nbformat.v4 import new_markdown_cell
+
+    html_source = _note_html(_source(cell), cell.get("cell_type"), grade_id, language)
+    return new_markdown_cell(html_source, metadata={"rbtutor": {GRADER_NOTE: True}})
+
+
+@lru_cache(maxsize=512)
+def _note_html(source: str, kind: str, grade_id: str, language: str) -> str:
+    """The note's HTML, made once per source cell (every student's notebook gets the same)."""
     from nbformat.v4 import new_markdown_cell, new_notebook
 
-    text = solution_text(_source(cell))
-    if cell.get("cell_type") == "code":
+    text = solution_text(source)
+    if kind == "code":
         text = f"```{language}\n{text}\n```"
     note = new_markdown_cell(f"**For the grader, {grade_id}** (from the source notebook; students do not "
                              f"see this):\n\n{text}")
     prerender_math(new_notebook(cells=[note]))
-    note.source = _NOTE_FRAME.format(note.source)
-    note.metadata = {"rbtutor": {GRADER_NOTE: True}}
-    return note
+    return _NOTE_FRAME.format(note.source)
 
 
 def is_grader_note(cell) -> bool:
