@@ -119,3 +119,33 @@ def test_two_graders_on_postgresql_give_the_sqlite_grades(collected, postgres_se
         for student in ("ann", "ben", "cat"):
             submission = gradebook.find_submission(NAME, student)
             assert submission.score == pytest.approx(sum(v[0] for (s, _), v in reference.items() if s == student))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_gradebooks_share_one_engine_per_database(backend, request, tmp_path, monkeypatch):
+    """share_gradebook_engines: one engine (and its compiled statements) per database URL; a closed
+    Gradebook gives its connections back and the next one works as before."""
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+
+    from rbtutor.course.nbgrader import share_gradebook_engines
+
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    else:
+        url = request.getfixturevalue("postgres_server").create_database("shared_engine")
+    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # undone after the test
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")  # alembic
+    share_gradebook_engines()
+    share_gradebook_engines()  # once is enough: a second call changes nothing
+    with Gradebook(url, course_id="rbtutor") as first:
+        first.add_student("ann")
+        engine = first.engine
+    assert engine.pool.checkedout() == 0  # closed: nothing held
+    with Gradebook(url, course_id="rbtutor") as second, Gradebook(url, course_id="rbtutor") as third:
+        assert second.engine is engine and third.engine is engine
+        second.add_student("ben")
+        assert sorted(s.id for s in third.students) == ["ann", "ben"]
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    with Gradebook(other, course_id="rbtutor") as elsewhere:
+        assert elsewhere.engine is not engine and elsewhere.students == []

@@ -57,3 +57,14 @@ def test_autograde_takes_its_preprocessors_from_configurable_lists():
     assert {"sanitize_preprocessors", "autograde_preprocessors"} <= set(traits), (
         "nbgrader's Autograde no longer exposes its preprocessor lists; rbtutor's pipeline is wired through them")
     assert {"timeout", "kernel_name"} <= set(Execute.class_traits(config=True))
+
+
+def test_gradebook_makes_its_engine_with_create_engine():
+    """share_gradebook_engines (rbtutor.course.nbgrader) replaces nbgrader.api.create_engine, which
+    Gradebook.__init__ must still call, and Gradebook.close() must still dispose of the engine."""
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+
+    assert callable(getattr(nbgrader.api, "create_engine", None))
+    assert "create_engine(" in inspect.getsource(Gradebook.__init__)
+    assert "engine.dispose()" in inspect.getsource(Gradebook.close)

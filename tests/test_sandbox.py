@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import nbformat
@@ -49,11 +50,33 @@ def make_course(base: Path) -> tuple[Path, Path]:
     return course, work
 
 
-@pytest.fixture()
-def course(tmp_path):
+@pytest.fixture(params=["fresh", "zygote"])
+def course(request, tmp_path, monkeypatch):
+    """A scratch course; each test runs twice: with kernels started from nothing, and with kernels
+    that are copies of a zygote (what grading workers use)."""
     require_sandbox()
     student_kernel.install()
+    if request.param == "zygote":
+        monkeypatch.setenv("RBTUTOR_ZYGOTE", zygote())
+    else:
+        monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
     return make_course(tmp_path)
+
+
+@pytest.fixture()
+def one_course(tmp_path, monkeypatch):
+    """A scratch course, for the tests that choose how kernels start themselves."""
+    require_sandbox()
+    student_kernel.install()
+    monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
+    return make_course(tmp_path)
+
+
+def zygote() -> str:
+    """The name of this test process's zygote (started once)."""
+    name = student_kernel.start_zygote()
+    assert name, "the zygote did not start"
+    return name
 
 
 def probe(code: str) -> str:
@@ -266,8 +289,10 @@ def passable_interpreter(command: list[str]) -> list[str]:
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="checks the unprivileged path by dropping root")
-def test_kernel_works_for_an_ordinary_grader():
-    """Grading as uid 65534 (no root): bwrap runs unprivileged; confinement and limits hold."""
+@pytest.mark.parametrize("start", ["fresh", "zygote"])
+def test_kernel_works_for_an_ordinary_grader(start):
+    """Grading as uid 65534 (no root): bwrap runs unprivileged; confinement and limits hold, for a
+    kernel started from nothing and for a copy of the zygote (which joins bwrap's user namespace)."""
     base = Path(tempfile.mkdtemp(prefix="rbtutor-sandbox-user-"))
     try:
         course, work = make_course(base)
@@ -276,18 +301,23 @@ def test_kernel_works_for_an_ordinary_grader():
             import sys
             sys.path.insert(0, {str(Path(__file__).parent)!r})
             import test_sandbox as t
+            if {start == "zygote"}:
+                t.zygote()
             out = t.execute(t.Path({str(work)!r}), [
                 t.probe("import numpy; open('mine.txt', 'w').write('x')"),
                 t.probe("open({str(course / 'gradebook.db')!r}).read()"),
                 t.probe("open({str(course / 'gradebook.db')!r}, 'w')"),
                 t.probe("import resource; print('LIMITS', resource.getrlimit(resource.RLIMIT_AS)[0])"),
                 t.probe("import rbtutor"),
+                t.probe("import sys; print('PRELOADED', 'sympy' in sys.modules)"),
+                t.FACTS,
+                t.probe("import ctypes; assert ctypes.CDLL(None).unshare(0x10000000) != 0, 'new user namespace'"),
             ])
             print("OUT", t.json.dumps(out))
         """))
         for path in [base, *base.rglob("*")]:
             os.chown(path, 65534, 65534)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY", "RBTUTOR_ZYGOTE"))}
         env.update(HOME=str(base), JUPYTER_PATH=str(Path(sys.prefix) / "share" / "jupyter"))
         command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, str(script)]
         proc = subprocess.run(passable_interpreter(command), cwd=base, env=env, capture_output=True, text=True,
@@ -301,6 +331,14 @@ def test_kernel_works_for_an_ordinary_grader():
         assert found[2] in ("PermissionError", "FileNotFoundError", "OSError"), out
         assert f"LIMITS {student_kernel.DEFAULT_MEMORY}" in out[3], out
         assert found[4] == "ModuleNotFoundError", out
+        assert f"PRELOADED {start == 'zygote'}" in out[5], (out, proc.stderr[-2000:])
+        assert "FACTS " in out[6], out
+        facts = json.loads(out[6].split("FACTS ", 1)[1])
+        assert facts["status"]["Uid"] == ["65534"] * 4 and facts["status"]["NoNewPrivs"] == ["1"], facts
+        assert all(set(facts["status"][k]) == {"0000000000000000"} for k in facts["status"] if k.startswith("Cap"))
+        assert facts["pid"] in facts["processes"] and set(facts["processes"]) <= {1, 2, 3}, facts
+        # and no new user namespace can be made inside (bwrap's --disable-userns holds for the copy)
+        assert found[7] == "ok", out
         assert (course / "gradebook.db").read_text() == SECRET
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -321,3 +359,163 @@ def test_working_folder_is_a_private_bounded_copy(course):
     assert results(out)[2] == "OSError", out  # no space left in the kernel's own tmpfs
     assert (work / "given.txt").read_text() == "from the assignment"
     assert sorted(p.name for p in work.iterdir()) == ["given.txt"]
+
+
+# What a kernel can tell of itself: identity, capabilities, limits, environment, open files,
+# namespaces and the libraries already imported.
+FACTS = """
+import json, os, resource, sys
+status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
+def link(fd):
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except FileNotFoundError:  # the descriptor that listed the folder
+        return "/proc/"
+links = [link(fd) for fd in os.listdir("/proc/self/fd")]
+print("FACTS", json.dumps({
+    "status": {k: status[k].split() for k in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd",
+                                               "CapAmb", "NoNewPrivs", "Seccomp")},
+    "limits": [resource.getrlimit(getattr(resource, "RLIMIT_" + n)) for n in ("AS", "NPROC", "FSIZE", "CORE")],
+    "env": dict(os.environ), "cwd": os.getcwd(), "path0": sys.path[0], "umask": os.umask(0o022),
+    "fds": sorted(link.split(":")[0] if ":" in link else link for link in links if "/proc/" not in link),
+    "ns": {n: os.readlink(f"/proc/self/ns/{n}") for n in ("mnt", "pid", "net", "ipc", "uts", "cgroup")},
+    "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "pid": os.getpid(),
+    "ppid": os.getppid(), "preloaded": "sympy" in sys.modules}))
+"""
+
+
+def kernel_facts(work: Path) -> dict:
+    out = execute(work, [FACTS])
+    assert "FACTS " in out[0], out
+    return json.loads(out[0].split("FACTS ", 1)[1])
+
+
+def test_a_zygote_copy_is_confined_as_a_fresh_kernel(one_course, monkeypatch):
+    """The same user, no capability, no-new-privileges, limits, environment, kinds of open files and
+    working folder; namespaces of its own; only its sandbox's processes in view."""
+    _, work = one_course
+    monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
+    fresh = kernel_facts(work)
+    monkeypatch.setenv("RBTUTOR_ZYGOTE", zygote())
+    copy = kernel_facts(work)
+    assert not fresh["preloaded"] and copy["preloaded"]  # the copy really came from the zygote
+    for facts in (fresh, copy):
+        assert all(set(facts["status"][k]) == {"0000000000000000"} for k in facts["status"] if k.startswith("Cap"))
+        assert facts["status"]["NoNewPrivs"] == ["1"]
+        assert len(set(facts["status"]["Uid"])) == 1 and facts["status"]["Uid"] == facts["status"]["Gid"]
+        # only its sandbox's processes: bwrap's init, the placeholder and itself; its parent is bwrap's
+        # init (1) or, for a copy of the zygote, outside the sandbox (0)
+        assert facts["pid"] in facts["processes"] and set(facts["processes"]) <= {1, 2, 3}, facts
+        assert facts["ppid"] == (0 if facts["preloaded"] else 1), facts
+        mine = {n: os.readlink(f"/proc/self/ns/{n}") for n in facts["ns"]}
+        assert all(facts["ns"][n] != mine[n] for n in ("mnt", "pid", "net", "ipc", "uts")), facts["ns"]
+    if os.getuid() != 0:
+        assert fresh["status"]["Uid"] == copy["status"]["Uid"]
+        # open files: the kernel's own (its sockets, pipes, event fds, files in its /tmp), nothing inherited
+        assert all(fd.startswith(("socket", "pipe", "anon_inode", "/tmp/", "/dev/null")) for fd in facts["fds"]), facts
+    for key in ("limits", "env", "cwd", "path0", "umask"):
+        if key == "limits" and os.getuid() == 0:  # the process limit counts the sandbox user's tasks
+            assert fresh[key][:1] + fresh[key][2:] == copy[key][:1] + copy[key][2:]
+            continue
+        assert fresh[key] == copy[key], key
+    assert {"status", "limits", "env", "cwd", "path0", "umask", "fds", "ns", "processes", "pid", "ppid",
+            "preloaded"} == set(fresh)
+
+
+def test_nothing_of_one_notebook_reaches_the_next(course):
+    """Changed modules, files, background processes: all gone when the next kernel starts."""
+    _, work = course
+    first = execute(work, [probe("""
+        import numpy, os, subprocess, time
+        numpy.pi = 3.0
+        open("/tmp/mark", "w").write("notebook 1")
+        open("mine.txt", "w").write("notebook 1")
+        subprocess.Popen(["sleep", "307"], start_new_session=True)
+        if os.fork() == 0:
+            time.sleep(307)
+            os._exit(0)
+    """)])
+    assert results(first) == ["ok"], first
+    deadline = time.monotonic() + 30
+    while (left := [p for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline(p) == b"sleep\0307\0"]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, "a process of the first notebook outlived its kernel"
+    second = execute(work, [probe("""
+        import numpy, os
+        assert numpy.pi == 3.141592653589793, numpy.pi
+        assert not os.path.exists("/tmp/mark") and os.listdir(".") == []
+        assert {int(p) for p in os.listdir("/proc") if p.isdigit()} <= {1, 2, 3}
+    """)])
+    assert results(second) == ["ok"], second
+
+
+def _cmdline(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def test_how_the_kernel_ended_is_reported(course):
+    """A kernel killed by a signal is reported as killed by it, wherever it was started from."""
+    from jupyter_client import KernelManager
+
+    from rbtutor.grading.execute import _death_reason
+
+    _, work = course
+    km = KernelManager(kernel_name=student_kernel.KERNEL_NAME, config=kernel_config())
+    km.start_kernel(cwd=str(work))
+    try:
+        client = km.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        client.execute("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+        deadline = time.monotonic() + 30
+        while km.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not km.is_alive()
+        assert _death_reason(km) == "killed by SIGKILL, e.g. out of memory"
+        client.stop_channels()
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def test_the_zygote_cannot_be_reached_from_a_kernel(one_course):
+    _, work = one_course
+    name = zygote()
+    out = execute(work, [probe(f"""
+        import socket
+        socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect("\\0" + {name!r})
+    """)])
+    assert results(out) == ["ConnectionRefusedError"], out
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs a second user")
+def test_the_zygote_serves_only_its_own_user(one_course):
+    """Another uid on the same machine (it shares the zygote's network namespace) is turned away."""
+    name = zygote()
+    request = json.dumps({"uid": None, "limits": {}, "cwd": "/", "env": {}, "argv": [], "source": "print(1)"})
+    code = textwrap.dedent(f"""
+        import os, socket
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+            conn.connect("\\0" + {name!r})
+            fds = [os.open("/dev/null", os.O_RDWR) for _ in range(5)]
+            try:
+                socket.send_fds(conn, [{request!r}.encode()], fds)
+                conn.settimeout(20)
+                print("ANSWER", repr(conn.recv(100)))
+            except OSError as exc:
+                print("ANSWER", type(exc).__name__)
+    """)
+    command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-I", "-c", code]
+    proc = subprocess.run(passable_interpreter(command), capture_output=True, text=True, timeout=60)
+    assert "ANSWER b''" in proc.stdout or "ANSWER BrokenPipeError" in proc.stdout \
+        or "ANSWER ConnectionResetError" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_an_unusable_zygote_falls_back_to_a_fresh_kernel(one_course, monkeypatch):
+    _, work = one_course
+    monkeypatch.setenv("RBTUTOR_ZYGOTE", "rbtutor-zygote-that-is-not-there")
+    facts = kernel_facts(work)
+    assert not facts["preloaded"] and facts["status"]["NoNewPrivs"] == ["1"]

