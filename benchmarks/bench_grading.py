@@ -72,13 +72,11 @@ def _empty_notebook(_: int) -> float:
 
 def floor_seconds(count: int, jobs: int) -> float:
     """Wall time for ``count`` empty notebooks on the worker pool of `make grade` (``jobs`` workers)."""
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
+    from rbtutor.course.grade import worker_pool
     from rbtutor.grading.sandbox import zygote_running
 
     start = time.perf_counter()
-    with zygote_running(), ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+    with zygote_running(), worker_pool(jobs) as pool:
         list(pool.map(_empty_notebook, range(count)))
     return time.perf_counter() - start
 

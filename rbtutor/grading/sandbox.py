@@ -40,6 +40,14 @@ which the launcher binds into the sandbox. In nbgrader_config.py::
 
 The launcher refuses a connection file with another transport.
 
+A kernel starts in one of two ways, in the same sandbox. From nothing: bwrap runs a new
+Python with ipykernel. From the zygote (:mod:`rbtutor.grading.zygote`), when
+``RBTUTOR_ZYGOTE`` names one (a grading run starts one, :func:`zygote_running`): bwrap runs
+a placeholder, and the kernel is a copy of a process that has imported the kernel's
+libraries already, which joins the sandbox and confines itself as the placeholder is
+confined before it runs anything of the notebook (:func:`start_from_zygote`). The second
+way costs a third of the CPU; whenever it cannot be used, the first is.
+
 When bubblewrap cannot run (not Linux, not installed, user namespaces disabled) the
 launcher exits with an error rather than run the kernel unconfined. A developer who
 wants the old unconfined kernel anyway (no sandbox, no limits, only the ``rbtutor``
