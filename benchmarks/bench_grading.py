@@ -319,7 +319,7 @@ def run_all() -> None:
     rows = [("stock nbgrader / make grade (wall)", stock / grade, f">= {STOCK_TARGET}",
              stock / grade >= STOCK_TARGET),
             ("make grade / floor (wall)", grade / floor, f"<= {FLOOR_TARGET}", grade / floor <= FLOOR_TARGET),
-            # issue 12's targets for a cheaper notebook (not reached yet)
+            # issue 12's targets for a cheaper notebook
             ("stock nbgrader / make grade (wall), cheaper notebook", stock / grade, f">= {CHEAP_STOCK_TARGET}",
              stock / grade >= CHEAP_STOCK_TARGET),
             ("make grade CPU per notebook / 1.1 s (issue 12's baseline)", grade_cpu / CPU_BASELINE,

@@ -413,6 +413,7 @@ def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
 # set up), then waits for the kernel's exit status and exits with it (125 if none comes).
 PLACEHOLDER = 'echo; read -r status; exit "${status:-125}"'
 PR_SET_PDEATHSIG = 1
+_zygote: tuple[subprocess.Popen, str] | None = None  # the zygote this process started, and its name
 
 
 def start_zygote(timeout: float = 120.0) -> str | None:
@@ -456,9 +457,6 @@ def start_zygote(timeout: float = 120.0) -> str | None:
     atexit.register(_stop_zygote, process)
     os.environ["RBTUTOR_ZYGOTE"] = name
     return name
-
-
-_zygote: tuple[subprocess.Popen, str] | None = None  # the zygote this process started, and its name
 
 
 def _stop_zygote(process: subprocess.Popen) -> None:
