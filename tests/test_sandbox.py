@@ -380,7 +380,8 @@ print("FACTS", json.dumps({
     "fds": sorted(link.split(":")[0] if ":" in link else link for link in links if "/proc/" not in link),
     "ns": {n: os.readlink(f"/proc/self/ns/{n}") for n in ("mnt", "pid", "net", "ipc", "uts", "cgroup")},
     "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "pid": os.getpid(),
-    "ppid": os.getppid(), "preloaded": "sympy" in sys.modules}))
+    "ppid": os.getppid(), "preloaded": "sympy" in sys.modules,
+    "new_user_namespace": __import__("ctypes").CDLL(None).unshare(0x10000000) == 0}))
 """
 
 
@@ -407,6 +408,7 @@ def test_a_zygote_copy_is_confined_as_a_fresh_kernel(one_course, monkeypatch):
         # init (1) or, for a copy of the zygote, outside the sandbox (0)
         assert facts["pid"] in facts["processes"] and set(facts["processes"]) <= {1, 2, 3}, facts
         assert facts["ppid"] == (0 if facts["preloaded"] else 1), facts
+        assert not facts["new_user_namespace"]
         mine = {n: os.readlink(f"/proc/self/ns/{n}") for n in facts["ns"]}
         assert all(facts["ns"][n] != mine[n] for n in ("mnt", "pid", "net", "ipc", "uts")), facts["ns"]
     if os.getuid() != 0:
@@ -419,7 +421,7 @@ def test_a_zygote_copy_is_confined_as_a_fresh_kernel(one_course, monkeypatch):
             continue
         assert fresh[key] == copy[key], key
     assert {"status", "limits", "env", "cwd", "path0", "umask", "fds", "ns", "processes", "pid", "ppid",
-            "preloaded"} == set(fresh)
+            "preloaded", "new_user_namespace"} == set(fresh)
 
 
 def test_nothing_of_one_notebook_reaches_the_next(course):
