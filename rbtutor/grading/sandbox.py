@@ -273,10 +273,8 @@ class SandboxPlan(NamedTuple):
     args: list[str]  # ipykernel's arguments, with the connection file as seen inside
 
 
-def sandbox_argv(argv: list[str], work: Path) -> list[str]:
-    """The command that runs the kernel confined, started from nothing; ``argv`` holds ipykernel's
-    arguments (with -f)."""
-    plan = sandbox_plan(argv, work)
+def fresh_kernel_argv(plan: SandboxPlan) -> list[str]:
+    """The command that runs the kernel confined by ``plan``, started from nothing."""
     limits = [f"--{name}={value}" for name, value in plan.limits.items()]
     return [*plan.bwrap, "--", *_drop_to(plan.uid), "prlimit", *limits, "--",
             str(Path(sys.prefix).resolve() / "bin" / "python"), "-s", "-c", INNER_SOURCE, *plan.args]
@@ -548,24 +546,21 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = [sys.argv[0], *argv]
         exec(compile(INNER_SOURCE, "<rbtutor-student-kernel>", "exec"), {"__name__": "__main__"})
         return
+    try:
+        plan = sandbox_plan(argv, Path.cwd())
+    except SandboxError as exc:
+        print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
+        sys.exit(2)
     zygote = os.environ.get("RBTUTOR_ZYGOTE")
     if zygote:
         import ctypes
 
         # the sandbox dies with this process (bwrap --die-with-parent), and this process with the grader
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        try:
-            code = start_from_zygote(zygote, sandbox_plan(argv, Path.cwd()))
-        except SandboxError as exc:
-            print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
-            sys.exit(2)
+        code = start_from_zygote(zygote, plan)
         if code is not None:
             sys.exit(code)
-    try:
-        cmd = sandbox_argv(argv, Path.cwd())
-    except SandboxError as exc:
-        print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
-        sys.exit(2)
+    cmd = fresh_kernel_argv(plan)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvp(cmd[0], cmd)
