@@ -271,13 +271,19 @@ class SandboxPlan(NamedTuple):
     limits: dict[str, int]  # prlimit's names: as, nproc, fsize, core
     env: dict[str, str]
     args: list[str]  # ipykernel's arguments, with the connection file as seen inside
+    work: str  # the kernel's working folder (resolved), where bwrap starts it
+
+
+def _python() -> str:
+    """The interpreter of the kernels (and the zygote): this environment's."""
+    return str(Path(sys.prefix).resolve() / "bin" / "python")
 
 
 def fresh_kernel_argv(plan: SandboxPlan) -> list[str]:
     """The command that runs the kernel confined by ``plan``, started from nothing."""
     limits = [f"--{name}={value}" for name, value in plan.limits.items()]
     return [*plan.bwrap, "--", *_drop_to(plan.uid), "prlimit", *limits, "--",
-            str(Path(sys.prefix).resolve() / "bin" / "python"), "-s", "-c", INNER_SOURCE, *plan.args]
+            _python(), "-s", "-c", INNER_SOURCE, *plan.args]
 
 
 def _drop_to(uid: int | None) -> list[str]:
@@ -404,7 +410,7 @@ def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
     limits = {"as": _size("RBTUTOR_KERNEL_MEMORY", DEFAULT_MEMORY),
               "nproc": _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC),
               "fsize": _size("RBTUTOR_KERNEL_FSIZE", DEFAULT_FSIZE), "core": 0}
-    return SandboxPlan(cmd, uid if root else None, limits, env, args)
+    return SandboxPlan(cmd, uid if root else None, limits, env, args, str(work))
 
 
 # The sandbox's placeholder for a kernel started by the zygote: says it is ready (the sandbox is
@@ -441,7 +447,7 @@ def start_zygote(timeout: float = 120.0) -> str | None:
     home = tempfile.mkdtemp(prefix="rbtutor-zygote-")
     atexit.register(shutil.rmtree, home, ignore_errors=True)
     source = (Path(__file__).parent / "zygote.py").read_text()
-    process = subprocess.Popen([str(Path(sys.prefix).resolve() / "bin" / "python"), "-s", "-c", source, name],
+    process = subprocess.Popen([_python(), "-s", "-c", source, name],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=home,
                                env={**kernel_env(), "HOME": home}, start_new_session=True)
     ready, _, _ = select.select([process.stdout], [], [], timeout)
@@ -515,7 +521,7 @@ def start_from_zygote(name: str, plan: SandboxPlan) -> int | None:
             if not up:
                 raise OSError("the sandbox did not start")
             first = os.pidfd_open(json.loads(facts)["child-pid"])
-            request = {"uid": plan.uid, "limits": plan.limits, "cwd": str(Path.cwd().resolve()),
+            request = {"uid": plan.uid, "limits": plan.limits, "cwd": plan.work,
                        "env": plan.env, "argv": plan.args, "source": INNER_SOURCE}
             try:
                 socket.send_fds(conn, [json.dumps(request).encode()], [first, status_out, 0, 1, 2])
