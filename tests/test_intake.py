@@ -8,6 +8,7 @@ copy, and (where the danger is to read it) that it was not read.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import os
 import socket
@@ -602,6 +603,11 @@ def test_two_non_trivial_code_answers_equal_to_the_key_are_a_copy():
 
 # --------------------------------------------------------------------------- collect
 
+#: entry times an hour or more from now, in order: the time in the name is then the submission time
+#: (an entry never counts as earlier than its name says), and timestamp.txt agrees with it
+_NOW = dt.datetime.now(dt.UTC)
+AT = [intake.format_time(_NOW + dt.timedelta(hours=1 + k)) for k in range(7)]
+
 
 def exchange_entry(inbound: Path, student: str, stamp: str, *, files=None, tail="+Zq3x") -> Path:
     entry = inbound / f"{student}+problem03+{stamp}{tail}"
@@ -617,28 +623,28 @@ def exchange_entry(inbound: Path, student: str, stamp: str, *, files=None, tail=
 
 def test_collect_takes_the_newest_submission(tmp_path):
     inbound, submitted = tmp_path / "inbound", tmp_path / "submitted"
-    exchange_entry(inbound, "alice", "2024-03-01 10:00:00.000000 UTC", files={"problem03.ipynb": "old = 1"})
-    exchange_entry(inbound, "alice", "2024-03-02 09:00:00.000000 UTC", files={"problem03.ipynb": "new = 1"})
-    exchange_entry(inbound, "bob", "2024-03-01 12:00:00.000000 UTC", tail="")  # no random part
-    exchange_entry(inbound, "carol", "2024-03-01 12:00:00.000000 UTC").rename(
-        inbound / "carol+problem04+2024-03-01 12:00:00.000000 UTC+aa")  # another assignment
+    exchange_entry(inbound, "alice", AT[1], files={"problem03.ipynb": "old = 1"})
+    exchange_entry(inbound, "alice", AT[3], files={"problem03.ipynb": "new = 1"})
+    exchange_entry(inbound, "bob", AT[2], tail="")  # no random part
+    exchange_entry(inbound, "carol", AT[2]).rename(
+        inbound / f"carol+problem04+{AT[2]}+aa")  # another assignment
     results = dict(collect(inbound, submitted, "problem03"))
     assert sorted(results) == ["alice", "bob"]
-    assert results["alice"].events == [] and results["alice"].timestamp == "2024-03-02 09:00:00.000000 UTC"
+    assert results["alice"].events == [] and results["alice"].timestamp == AT[3]
     nb = nbformat.read(submitted / "alice" / "problem03" / "problem03.ipynb", as_version=4)
     assert nb.cells[0].source == "new = 1"
-    assert (submitted / "alice" / "problem03" / "timestamp.txt").read_text() == "2024-03-02 09:00:00.000000 UTC"
+    assert (submitted / "alice" / "problem03" / "timestamp.txt").read_text() == AT[3]
     assert (submitted / "bob" / "problem03" / "problem03.ipynb").exists()
     assert not (submitted / "carol").exists()
 
 
 def test_collect_refuses_an_inbound_link_to_another_students_folder(tmp_path):
     inbound, submitted = tmp_path / "inbound", tmp_path / "submitted"
-    alice = exchange_entry(inbound, "alice", "2024-03-01 10:00:00.000000 UTC",
+    alice = exchange_entry(inbound, "alice", AT[1],
                            files={"problem03.ipynb": "alice_work = 1"})
-    exchange_entry(inbound, "bob", "2024-03-01 08:00:00.000000 UTC", files={"problem03.ipynb": "bob_work = 1"})
-    (inbound / "bob+problem03+2024-03-05 10:00:00.000000 UTC+xx").symlink_to(alice, target_is_directory=True)
-    (inbound / "bob+problem03+2024-03-06 10:00:00.000000 UTC+yy").write_text("not a folder")
+    exchange_entry(inbound, "bob", AT[0], files={"problem03.ipynb": "bob_work = 1"})
+    (inbound / f"bob+problem03+{AT[5]}+xx").symlink_to(alice, target_is_directory=True)
+    (inbound / f"bob+problem03+{AT[6]}+yy").write_text("not a folder")
     results = dict(collect(inbound, submitted, "problem03"))
     bob = results["bob"]
     assert bob.kinds() == ["not_a_folder", "link_refused"]
@@ -651,26 +657,28 @@ def test_collect_rejects_bad_names_and_keeps_a_valid_timestamp(tmp_path):
     inbound, submitted = tmp_path / "inbound", tmp_path / "submitted"
     (inbound / "dave+problem03+not a time+zz").mkdir(parents=True)
     (inbound / "..+problem03+2024-03-01 10:00:00 UTC+zz").mkdir()
-    erin = exchange_entry(inbound, "erin", "2024-03-01 10:00:00.000000 UTC")
+    erin = exchange_entry(inbound, "erin", AT[1])
     (erin / "timestamp.txt").write_text("x" * 500)
     results = dict(collect(inbound, submitted, "problem03"))
-    assert sorted(results) == ["dave", "erin"]
+    assert sorted(results) == ["..", "dave", "erin"]  # a refused id is named, never used as a folder
     assert results["dave"].kinds() == ["bad_name"] and results["dave"].taken == []
+    assert results[".."].kinds() == ["bad_name"] and "student id" in results[".."].events[0]["message"]
     assert results["erin"].kinds() == ["bad_timestamp"]
-    assert (submitted / "erin" / "problem03" / "timestamp.txt").read_text() == "2024-03-01 10:00:00.000000 UTC"
+    assert not (submitted / "erin" / "problem03" / "timestamp.txt").exists()  # a bad claim is not kept
+    assert results["erin"].timestamp == AT[1]  # the time comes from the entry, not the claim
     assert [p.name for p in submitted.iterdir()] == ["erin"]
     assert not (tmp_path / "problem03").exists()
 
 
 def test_recollect_replaces_only_after_the_new_copy_is_complete(tmp_path, monkeypatch):
     inbound, submitted = tmp_path / "inbound", tmp_path / "submitted"
-    exchange_entry(inbound, "alice", "2024-03-01 10:00:00.000000 UTC",
+    exchange_entry(inbound, "alice", AT[1],
                    files={"problem03.ipynb": "first = 1", "old_only.txt": "old"})
     collect(inbound, submitted, "problem03")
     final = submitted / "alice" / "problem03"
     assert (final / "old_only.txt").exists()
 
-    exchange_entry(inbound, "alice", "2024-03-02 10:00:00.000000 UTC", files={"problem03.ipynb": "second = 1"})
+    exchange_entry(inbound, "alice", AT[4], files={"problem03.ipynb": "second = 1"})
     real_run = intake._Walker.run
 
     def fail_midway(self, src_fd, dest_fd):
@@ -681,20 +689,22 @@ def test_recollect_replaces_only_after_the_new_copy_is_complete(tmp_path, monkey
     with pytest.raises(OSError, match="disk full"):
         collect(inbound, submitted, "problem03")
     assert (final / "old_only.txt").read_text() == "old"  # the old copy is untouched
-    assert sorted(p.name for p in (submitted / "alice").iterdir()) == ["problem03"]  # no temp left
+    # no temp left, and the receipt is still the one of the copy in place
+    assert sorted(p.name for p in (submitted / "alice").iterdir()) == [".problem03.receipt.json", "problem03"]
+    assert intake.read_receipt(submitted, "alice", "problem03")["received"] == AT[1]
 
     monkeypatch.setattr(intake._Walker, "run", real_run)
     results = dict(collect(inbound, submitted, "problem03"))
     assert results["alice"].events == []
     assert not (final / "old_only.txt").exists()
     assert nbformat.read(final / "problem03.ipynb", as_version=4).cells[0].source == "second = 1"
-    assert sorted(p.name for p in (submitted / "alice").iterdir()) == ["problem03"]
+    assert sorted(p.name for p in (submitted / "alice").iterdir()) == [".problem03.receipt.json", "problem03"]
 
 
 def test_collect_takes_in_with_the_same_checks(tmp_path):
     inbound, submitted = tmp_path / "inbound", tmp_path / "submitted"
     secret = outside(tmp_path)
-    entry = exchange_entry(inbound, "alice", "2024-03-01 10:00:00.000000 UTC")
+    entry = exchange_entry(inbound, "alice", AT[1])
     (entry / "key.yaml").symlink_to(secret)
     (entry / "problem03.ipynb").unlink()
     (entry / "problem03.ipynb").write_bytes(SOURCE03.read_bytes())

@@ -41,6 +41,7 @@ kind                       what was observed
 ``too_large``              a file above its cap, or the submission above ``max_total_bytes``
 ``bad_name``               a name that is not printable, too long, ``.``/``..``, or (for
                            exchange entries) not ``student+assignment+timestamp[+random]``
+                           or naming a student id that :mod:`.student_ids` refuses
 ``notebook_unreadable``    an ``.ipynb`` that is not JSON or not an nbformat 4 notebook
 ``cell_cut``               a cell source above ``max_cell_source_bytes`` (it is truncated)
 ``too_many_cells``         more than ``max_cells`` cells (the rest are dropped)
@@ -48,8 +49,13 @@ kind                       what was observed
 ``changed_while_read``     an entry vanished or was replaced between listing and opening
 ``file_unreadable``        the grading user could not open or read a file (permissions)
 ``not_a_folder``           an exchange entry that is a regular file, not a folder
-``bad_timestamp``          ``timestamp.txt`` missing, too large or not a date (it is rewritten
-                           from the entry's name)
+``bad_timestamp``          ``timestamp.txt`` missing, too large or not a date from 1970 on (it is
+                           not kept; lateness never depends on it)
+``wrong_owner``            an exchange entry, or something in it, belonging to another Unix
+                           account than the student it names (the owner is named)
+``timestamp_mismatch``     ``timestamp.txt`` claims a time more than a minute away from the
+                           time the entry appeared
+``entry_changed``          an entry changed after an earlier collect took it (it gets a new time)
 =========================  ================================================================
 
 Source copies
@@ -83,20 +89,24 @@ nbgrader reads what intake validated, not the submitted bytes.
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import errno
+import hashlib
 import json
 import os
+import pwd
 import re
 import shutil
 import stat
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbgrader.utils import parse_utc
 
 from .report import event
+from .student_ids import id_problem
 
 MiB = 1024 * 1024
 
@@ -114,10 +124,19 @@ _SOLUTION_REGION = re.compile(r"^[ \t]*#+[ \t]*BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 #: the file nbgrader's submit writes into every submission, and its size cap
 TIMESTAMP_FILE, TIMESTAMP_BYTES = "timestamp.txt", 100
+#: the student's claimed time and the time the entry appeared may differ this much unnamed
+MISMATCH_SECONDS = 60.0
+#: no submission time (in an entry's name or a claim) is earlier than this
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+#: the receipt of a collected submission: ``submitted/<student>/.<assignment>.receipt.json``
+RECEIPT_SUFFIX, RECEIPT_BYTES = ".receipt.json", 64 * 1024
+_STAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))? ?"
+                    r"(UTC|Z|[+-]\d{2}:?\d{2})?")
 
 KINDS = ("link_refused", "hard_link_refused", "special_file_refused", "too_many_files", "too_deep",
          "too_large", "bad_name", "notebook_unreadable", "cell_cut", "too_many_cells", "source_copy",
-         "changed_while_read", "file_unreadable", "not_a_folder", "bad_timestamp")
+         "changed_while_read", "file_unreadable", "not_a_folder", "bad_timestamp", "wrong_owner",
+         "timestamp_mismatch", "entry_changed")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -184,12 +203,17 @@ class Intake:
     events : list of dict
         One event per refusal or cut (see the module docstring for the kinds).
     timestamp : str or None
-        The submission time kept in ``timestamp.txt`` (set by :func:`collect` only).
+        The submission time of the receipt: when the exchange entry appeared (set by
+        :func:`collect` only).
+    claimed : str or None
+        The time the student's ``timestamp.txt`` claims, when it is a date (set by
+        :func:`collect` only); never used for lateness.
     """
 
     taken: list[str] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     timestamp: str | None = None
+    claimed: str | None = None
 
     def kinds(self) -> list[str]:
         """The kinds of :attr:`events`, in order."""
@@ -343,6 +367,15 @@ class _Walker:
         self.extra_files = 0      # regular files refused because the cap was reached
         self.total = 0            # bytes taken so far
         self.flood = False
+        self.owner_uid: int | None = None   # when set, every entry seen must belong to this uid
+        self.foreign: list[tuple[str, int]] = []  # (path, uid) of entries owned by someone else
+        self.newest_ctime = 0.0   # the latest status change of anything seen (a user cannot set it back)
+
+    def seen(self, st: os.stat_result, path: str) -> None:
+        """Note the owner and status-change time of one entry the walk examined."""
+        self.newest_ctime = max(self.newest_ctime, st.st_ctime)
+        if self.owner_uid is not None and st.st_uid != self.owner_uid:
+            self.foreign.append((path, st.st_uid))
 
     def note(self, kind: str, message: str, **evidence) -> None:
         self.result.events.append(event(kind, message, **evidence))
@@ -392,6 +425,8 @@ class _Walker:
                                      "submission_secret.txt")
         for name, st in self.listing(fd, expected):
             path = _join(rel, name)
+            if st is not None:
+                self.seen(st, _show(path))
             problem = name_problem(name, self.limits)
             if problem:
                 self.note("bad_name", f"The name {_show(path)} {problem}; it was not taken.", path=_show(path))
@@ -446,6 +481,7 @@ class _Walker:
             return
         try:
             now = os.fstat(sub_fd)
+            self.seen(now, path)
             if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
                 self.note("changed_while_read", f"The folder {_show(path)} was replaced while the submission "
                           "was read; it was not taken.", path=path)
@@ -521,6 +557,7 @@ class _Walker:
             return None
         try:
             now = os.fstat(file_fd)
+            self.seen(now, path)
             if not self.acceptable_type(now, path, opened=True) or stat.S_ISDIR(now.st_mode):
                 if stat.S_ISDIR(now.st_mode):
                     self.note("changed_while_read", f"{_show(path)} became a folder while the submission "
@@ -537,6 +574,8 @@ class _Walker:
                     break
                 chunks.append(chunk)
                 got += len(chunk)
+            # a change made while the file was read moves its ctime: the entry's time follows it
+            self.newest_ctime = max(self.newest_ctime, os.fstat(file_fd).st_ctime)
         except OSError as exc:
             self.note("file_unreadable", f"{_show(path)} could not be read ({exc.strerror}); it was not taken.",
                       path=path)
@@ -764,48 +803,113 @@ def _copy_message(path: str, source: str | None, found: dict) -> str:
 # --------------------------------------------------------------------------- collect
 
 
+def parse_time(text: str) -> dt.datetime:
+    """A submission time as nbgrader's ``submit`` writes it, as a timezone-aware UTC datetime.
+
+    Accepted: ``YYYY-MM-DD HH:MM:SS[.ffffff] [UTC|Z|+HHMM|+HH:MM]`` (no zone means UTC), from
+    1970 on. Nothing else is parsed (no time zone names looked up, no free-form dates).
+
+    Raises
+    ------
+    ValueError
+        Anything else, including dates that do not exist or overflow when put into UTC.
+
+    Examples
+    --------
+    >>> parse_time("2024-03-01 10:00:00.000000 UTC").isoformat()
+    '2024-03-01T10:00:00+00:00'
+    >>> parse_time("0001-01-01 00:00:00 UTC")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected a time from 1970 on, got year 1
+    """
+    match = _STAMP.fullmatch(text) if isinstance(text, str) and len(text) <= TIMESTAMP_BYTES else None
+    if match is None:
+        raise ValueError("expected a time like 2024-03-01 10:00:00.000000 UTC")
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    micro = int((match.group(7) or "0").ljust(6, "0"))
+    zone = match.group(8) or "UTC"
+    minutes = 0
+    if zone not in ("UTC", "Z"):
+        digits = zone[1:].replace(":", "")
+        minutes = (int(digits[:2]) * 60 + int(digits[2:])) * (1 if zone[0] == "+" else -1)
+        if abs(minutes) > 14 * 60:
+            raise ValueError(f"expected a time zone offset of at most 14 hours, got {zone}")
+    try:
+        local = dt.datetime(year, month, day, hour, minute, second, micro,
+                            tzinfo=dt.timezone(dt.timedelta(minutes=minutes)))
+        when = local.astimezone(dt.UTC)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"expected a date that exists, got {exc}") from None
+    if when < EARLIEST:
+        raise ValueError(f"expected a time from 1970 on, got year {when.year}")
+    return when
+
+
+def format_time(when: dt.datetime) -> str:
+    """``when`` as nbgrader writes submission times (``2024-03-01 10:00:00.000000 UTC``)."""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
 def parse_entry(name: str, assignment: str, limits: Limits = Limits()):
     """``(student, timestamp string, parsed UTC datetime)`` of an inbound entry name, or None.
 
     nbgrader's submit names entries ``{student}+{assignment}+{timestamp}`` or
-    ``{student}+{assignment}+{timestamp}+{random}`` and its collect parses the
-    timestamp with :func:`nbgrader.utils.parse_utc`. Here the student id obeys the
-    name rules of :func:`name_problem` and may not contain ``+`` (nbgrader's submit
-    refuses such ids too), which makes the split unambiguous.
+    ``{student}+{assignment}+{timestamp}+{random}``; the timestamp is read by
+    :func:`parse_time`. The student id must be acceptable to
+    :func:`rbtutor.grading.student_ids.id_problem` (no ``+``, so the split is unambiguous).
     """
     parts = name.split("+")
     if len(parts) not in (3, 4) or parts[1] != assignment:
         return None
     student, stamp = parts[0], parts[2]
-    if name_problem(student, limits) or name_problem(name, limits) or len(stamp) > TIMESTAMP_BYTES:
+    if id_problem(student) or name_problem(name, limits):
         return None
     try:
-        when = parse_utc(stamp)
-    except (ValueError, OverflowError, TypeError):
+        when = parse_time(stamp)
+    except ValueError:
         return None
     return student, stamp, when
 
 
+@dataclass(frozen=True)
+class _Exchange:
+    """What every entry of one collection is taken with."""
+
+    inbound_fd: int
+    submitted: Path
+    assignment: str
+    sources: dict
+    limits: Limits
+    check_owner: bool
+
+
 def collect(inbound: Path, submitted: Path, assignment: str, *, sources: dict[str, dict] | None = None,
-            limits: Limits = Limits()) -> list[tuple[str, Intake]]:
+            limits: Limits = Limits(), check_owner: bool = True) -> list[tuple[str, Intake]]:
     """Take in the newest submission of ``assignment`` of every student in the exchange.
 
     The safe replacement of ``nbgrader collect``. Entries of ``inbound`` named
     ``{student}+{assignment}+{timestamp}[+{random}]`` are grouped by student and
-    tried newest first (by the parsed timestamp of the name, as nbgrader does): an
-    entry that is a link or not a folder is refused with an event and the next
-    newest is tried, so that nobody can spoil a classmate's submission by planting
-    a link under their name. The chosen entry goes through :func:`take_in` into a
-    temporary sibling of ``submitted/<student>/<assignment>``, which replaces the
-    old folder only once everything was taken in. ``timestamp.txt`` is kept when it
-    is a small, parseable date, otherwise (event ``bad_timestamp``) rewritten from
-    the entry's name.
+    tried newest first (by the time in the name, as nbgrader does). An entry is
+    refused, with an event, and the next newest tried when it is a link or not a
+    folder, or (owner check) when the folder or anything in it belongs to another
+    Unix account than the student it names. The chosen entry goes through
+    :func:`take_in` into a temporary sibling of ``submitted/<student>/<assignment>``,
+    which replaces the old folder only once everything was taken in.
 
-    Not covered (as in nbgrader): whoever can write to the inbound folder can name
-    an entry after someone else or date it in the future (nbgrader's ``check_owner``
-    warning and ``before_duedate`` option have no counterpart here), and
-    ``timestamp.txt``, which nbgrader uses for late penalties, is written by the
-    student's side.
+    Who handed in: the owner check is made whenever ``check_owner`` is true and the
+    student id is a Unix account (:func:`pwd.getpwnam`); ``wrong_owner`` names the
+    account that owns the entry. Ids that are not acceptable
+    (:mod:`rbtutor.grading.student_ids`) are never collected (``bad_name``).
+
+    When: the submission time is the moment the entry appeared, the newest status
+    change time (ctime, which no user can set back) of the entry folder and of
+    everything read from it, and never earlier than the time in the entry's name. It
+    is written once into the receipt ``submitted/<student>/.<assignment>.receipt.json``
+    (:func:`read_receipt`), which a later collect of the same, unchanged entry keeps.
+    ``timestamp.txt`` is kept as the student's claim only: ``timestamp_mismatch`` when
+    it differs from the receipt by more than :data:`MISMATCH_SECONDS`, ``bad_timestamp``
+    (and it is not kept) when it is missing, large or not a date from 1970 on.
 
     Parameters
     ----------
@@ -818,12 +922,15 @@ def collect(inbound: Path, submitted: Path, assignment: str, *, sources: dict[st
     sources : dict of str to dict, optional
         As for :func:`take_in`.
     limits : Limits
+    check_owner : bool
+        False for exchanges where every entry belongs to one service account.
 
     Returns
     -------
     list of (str, Intake)
-        One pair per student with an entry of this assignment, sorted by student.
-        Events of refused newer entries come first in that student's events.
+        One pair per claimed student id (also refused ids, with their ``bad_name``
+        event and nothing taken), sorted by id. Events of refused newer entries come
+        first in that student's events.
 
     Raises
     ------
@@ -836,29 +943,13 @@ def collect(inbound: Path, submitted: Path, assignment: str, *, sources: dict[st
         raise ValueError(f"expected an assignment id usable as a folder name, got {assignment!r}")
     inbound_fd = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        candidates: dict[str, list] = {}
-        bad: dict[str, list[dict]] = {}
-        with os.scandir(inbound_fd) as it:
-            for count, entry in enumerate(it, 1):
-                if count > limits.max_inbound_entries:
-                    raise ValueError(f"expected at most {limits.max_inbound_entries} entries in {inbound}, "
-                                     "got more: clean the exchange before collecting")
-                if f"+{assignment}+" not in entry.name:
-                    continue
-                parsed = parse_entry(entry.name, assignment, limits)
-                if parsed is not None:
-                    candidates.setdefault(parsed[0], []).append((parsed[2], entry.name, parsed[1]))
-                    continue
-                student = entry.name.split("+", 1)[0]
-                if not name_problem(student, limits):  # a readable claim of a student: tell them
-                    bad.setdefault(student, []).append(event(
-                        "bad_name", f"The exchange entry {_show(entry.name)} is not named student+assignment+"
-                        "timestamp[+random] with a readable time; it was not collected.", path=_show(entry.name)))
+        candidates, bad = _list_inbound(inbound_fd, inbound, assignment, limits)
         Path(submitted).mkdir(parents=True, exist_ok=True)
+        exchange = _Exchange(inbound_fd, Path(submitted), assignment, sources or {}, limits, check_owner)
         results = []
         for student in sorted(set(candidates) | set(bad)):
             entries = sorted(candidates.get(student, []), key=lambda c: (c[0], c[1]), reverse=True)
-            result = _collect_one(inbound_fd, Path(submitted), student, assignment, entries, sources, limits)
+            result = _collect_one(exchange, student, entries)
             result.events[:0] = bad.get(student, [])
             results.append((student, result))
         return results
@@ -866,59 +957,225 @@ def collect(inbound: Path, submitted: Path, assignment: str, *, sources: dict[st
         os.close(inbound_fd)
 
 
-def _collect_one(inbound_fd, submitted: Path, student, assignment, entries, sources, limits) -> Intake:
-    refused = []
-    for _, name, stamp in entries:
-        shown = _show(name)
-        try:
-            entry_fd = os.open(name, _DIR_FLAGS, dir_fd=inbound_fd)
-        except OSError as exc:
-            if _is_link(exc, name, inbound_fd):
-                refused.append(event("link_refused", f"The exchange entry {shown} is a symbolic link; "
-                                     "it was not collected.", path=name))
-            elif exc.errno == errno.ENOTDIR:
-                refused.append(event("not_a_folder", f"The exchange entry {shown} is not a folder; "
-                                     "it was not collected.", path=name))
-            else:
-                refused.append(event("file_unreadable", f"The exchange entry {shown} could not be opened "
-                                     f"({exc.strerror}); it was not collected.", path=name))
-            continue
-        try:
-            student_dir = submitted / student
-            student_dir.mkdir(exist_ok=True)
-            if student_dir.is_symlink() or not student_dir.is_dir():
-                raise ValueError(f"expected {student_dir} to be a folder, got a link or a file")
-            final = student_dir / assignment
-            temp = student_dir / f".{assignment}.intake-{uuid.uuid4().hex}"
-            try:
-                result = Intake()
-                dest_fd = _make_dest(temp)
-                try:
-                    _Walker(limits, sources or {}, result).run(entry_fd, dest_fd)
-                finally:
-                    os.close(dest_fd)
-                result.timestamp = _keep_timestamp(temp, stamp, result, name)
-                _replace(temp, final)
-            except BaseException:
-                shutil.rmtree(temp, ignore_errors=True)
-                raise
-        finally:
-            os.close(entry_fd)
-        result.events[:0] = refused
-        return result
+def _list_inbound(inbound_fd: int, inbound: Path, assignment: str, limits: Limits):
+    """``(candidates, bad)``: the entries of ``assignment`` by student, and bad_name events by claimed id."""
+    candidates: dict[str, list] = {}
+    bad: dict[str, list[dict]] = {}
+    with os.scandir(inbound_fd) as it:
+        for count, entry in enumerate(it, 1):
+            if count > limits.max_inbound_entries:
+                raise ValueError(f"expected at most {limits.max_inbound_entries} entries in {inbound}, "
+                                 "got more: clean the exchange before collecting")
+            if f"+{assignment}+" not in entry.name:
+                continue
+            parsed = parse_entry(entry.name, assignment, limits)
+            if parsed is not None:
+                candidates.setdefault(parsed[0], []).append((parsed[2], entry.name, parsed[1]))
+                continue
+            student = entry.name.split("+", 1)[0]
+            why = id_problem(student)
+            reason = (f"names a student id that {why}" if why else
+                      "is not named student+assignment+timestamp[+random] with a time from 1970 on")
+            bad.setdefault(_show(student), []).append(event(
+                "bad_name", f"The exchange entry {_show(entry.name)} {reason}; it was not collected.",
+                path=_show(entry.name)))
+    return candidates, bad
+
+
+def _collect_one(exchange: _Exchange, student: str, entries) -> Intake:
+    refused: list[dict] = []
+    uid = _account_uid(student) if exchange.check_owner else None
+    for named_time, name, _ in entries:
+        result = _take_entry(exchange, student, uid, name, named_time, refused)
+        if result is not None:
+            result.events[:0] = refused
+            return result
     return Intake(events=refused)
 
 
-def _keep_timestamp(folder: Path, stamp: str, result: Intake, entry: str) -> str:
-    """The validated ``timestamp.txt`` of a taken-in submission (rewritten from ``stamp`` if bad)."""
+def _account_uid(student: str) -> int | None:
+    """The uid of the Unix account named ``student``, or None when there is none."""
+    try:
+        return pwd.getpwnam(student).pw_uid
+    except (KeyError, ValueError):
+        return None
+
+
+def _account_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _open_entry(exchange: _Exchange, name: str, refused: list[dict]) -> int | None:
+    shown = _show(name)
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=exchange.inbound_fd)
+    except OSError as exc:
+        if _is_link(exc, name, exchange.inbound_fd):
+            refused.append(event("link_refused", f"The exchange entry {shown} is a symbolic link; "
+                                 "it was not collected.", path=name))
+        elif exc.errno == errno.ENOTDIR:
+            refused.append(event("not_a_folder", f"The exchange entry {shown} is not a folder; "
+                                 "it was not collected.", path=name))
+        else:
+            refused.append(event("file_unreadable", f"The exchange entry {shown} could not be opened "
+                                 f"({exc.strerror}); it was not collected.", path=name))
+        return None
+
+
+def _wrong_owner(name: str, student: str, foreign: list[tuple[str, int]]) -> dict:
+    owners = sorted({_account_name(uid) for _, uid in foreign})
+    paths = [path for path, _ in foreign[:5]]
+    what = "the folder" if paths == ["."] else f"{len(foreign)} of its entries ({', '.join(map(_show, paths))})"
+    return event("wrong_owner", f"The exchange entry {_show(name)} names {_show(student)}, but {what} "
+                 f"belong(s) to {', '.join(map(_show, owners))}; it was not collected.",
+                 path=_show(name), owner=owners, paths=paths)
+
+
+def _take_entry(exchange: _Exchange, student: str, uid: int | None, name: str, named_time: dt.datetime,
+                refused: list[dict]) -> Intake | None:
+    """The entry ``name`` taken into ``submitted/<student>/<assignment>``, or None (refused, event added)."""
+    entry_fd = _open_entry(exchange, name, refused)
+    if entry_fd is None:
+        return None
+    try:
+        top = os.fstat(entry_fd)
+        if uid is not None and top.st_uid != uid:
+            refused.append(_wrong_owner(name, student, [(".", top.st_uid)]))
+            return None
+        student_dir = exchange.submitted / student
+        student_dir.mkdir(exist_ok=True)
+        if student_dir.is_symlink() or not student_dir.is_dir():
+            raise ValueError(f"expected {student_dir} to be a folder, got a link or a file")
+        temp = student_dir / f".{exchange.assignment}.intake-{uuid.uuid4().hex}"
+        try:
+            result = Intake()
+            walker = _Walker(exchange.limits, exchange.sources, result)
+            walker.owner_uid = uid
+            walker.seen(top, ".")
+            dest_fd = _make_dest(temp)
+            try:
+                walker.run(entry_fd, dest_fd)
+            finally:
+                os.close(dest_fd)
+            walker.newest_ctime = max(walker.newest_ctime, os.fstat(entry_fd).st_ctime)
+            if walker.foreign:
+                refused.append(_wrong_owner(name, student, walker.foreign))
+                shutil.rmtree(temp)
+                return None
+            claim = _keep_claim(temp, result, name)
+            appeared = max(named_time, dt.datetime.fromtimestamp(walker.newest_ctime, dt.UTC))
+            receipt = _receipt(exchange, student, name, appeared, _digest(temp, result.taken), claim, result)
+            result.timestamp = receipt["received"]
+            result.claimed = format_time(claim) if claim else None
+            _write_receipt(receipt_path(exchange.submitted, student, exchange.assignment), receipt)
+            _replace(temp, student_dir / exchange.assignment)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+    finally:
+        os.close(entry_fd)
+    return result
+
+
+def _digest(folder: Path, taken: list[str]) -> str:
+    """A SHA-256 over the names and contents of the files taken into ``folder``."""
+    total = hashlib.sha256()
+    for rel in sorted(taken):
+        total.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+        total.update(hashlib.sha256((folder / rel).read_bytes()).digest())
+    return total.hexdigest()
+
+
+def receipt_path(submitted: Path, student: str, assignment: str) -> Path:
+    """Where :func:`collect` keeps the receipt of ``student``'s ``assignment`` (beside the copy, hidden)."""
+    return Path(submitted) / student / f".{assignment}{RECEIPT_SUFFIX}"
+
+
+def read_receipt(submitted: Path, student: str, assignment: str) -> dict | None:
+    """The receipt :func:`collect` wrote for this submission, or None when there is none.
+
+    Returns
+    -------
+    dict or None
+        ``entry`` (the exchange entry's name), ``received`` (the submission time, as
+        :func:`format_time` writes it), ``claimed`` (the student's ``timestamp.txt``, or
+        None), ``digest`` (of the files taken), ``first_seen`` (when collect first took it).
+
+    Raises
+    ------
+    ValueError
+        A receipt exists but is not one (the grader's own file was damaged).
+    """
+    path = receipt_path(submitted, student, assignment)
+    try:
+        fd = os.open(path, _FILE_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"expected a receipt at {path}, got {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(RECEIPT_BYTES + 1)
+    try:
+        receipt = json.loads(data) if len(data) <= RECEIPT_BYTES else None
+        parse_time(receipt["received"])
+        if not all(isinstance(receipt.get(k), str) for k in ("entry", "digest", "first_seen")):
+            raise TypeError("a field is missing")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"expected a receipt of rbtutor's collect at {path}, got something else ({exc})") from None
+    return receipt
+
+
+def _receipt(exchange: _Exchange, student: str, name: str, appeared: dt.datetime, digest: str,
+             claim: dt.datetime | None, result: Intake) -> dict:
+    """The receipt of the entry ``name``: the old one while the entry is unchanged, else a new one."""
+    try:
+        old = read_receipt(exchange.submitted, student, exchange.assignment)
+    except ValueError as exc:
+        result.events.append(event("bad_timestamp", f"The grader's receipt of {_show(student)}'s earlier "
+                                   f"collection could not be read ({exc}); a new one was written.",
+                                   path=_show(name)))
+        old = None
+    received = format_time(appeared)
+    if old and old["entry"] == name:
+        if old["digest"] == digest:
+            received = old["received"]
+        else:
+            result.events.append(event("entry_changed", f"The exchange entry {_show(name)} changed after it was "
+                                       f"first collected (then received {old['received']}); its time is now "
+                                       f"{received}.", path=_show(name), before=old["received"], after=received))
+    claimed = format_time(claim) if claim else None
+    if claim is not None and abs((claim - parse_time(received)).total_seconds()) > MISMATCH_SECONDS:
+        result.events.append(event("timestamp_mismatch", f"{TIMESTAMP_FILE} of {_show(name)} claims {claimed}, "
+                                   f"but the entry appeared at {received}; lateness is counted from {received}.",
+                                   path=TIMESTAMP_FILE, claimed=claimed, received=received))
+    first_seen = old["first_seen"] if old and old["entry"] == name and old["digest"] == digest else None
+    return {"entry": name, "received": received, "claimed": claimed, "digest": digest,
+            "first_seen": first_seen or format_time(dt.datetime.now(dt.UTC))}
+
+
+def _write_receipt(path: Path, receipt: dict) -> None:
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".receipt-", suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        json.dump(receipt, out, indent=1)
+    os.replace(tmp, path)
+
+
+def _keep_claim(folder: Path, result: Intake, entry: str) -> dt.datetime | None:
+    """The student's claimed time (``timestamp.txt`` of the copy), or None with ``bad_timestamp``.
+
+    A claim that is missing, not a regular file, above :data:`TIMESTAMP_BYTES` or not a date
+    of :func:`parse_time` is named and removed from the copy; lateness never depends on it.
+    """
     fd = os.open(folder, _DIR_FLAGS)
     try:
-        problem, text = None, None
+        problem, when = None, None
         try:
             st = os.stat(TIMESTAMP_FILE, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
-            st = None
-            problem = "is missing"
+            st, problem = None, "is missing"
         if st is not None and not stat.S_ISREG(st.st_mode):
             problem = "is not a file"
         elif st is not None:
@@ -931,28 +1188,20 @@ def _keep_timestamp(folder: Path, stamp: str, result: Intake, entry: str) -> str
                 problem = f"is larger than {TIMESTAMP_BYTES} bytes"
             else:
                 try:
-                    text = data.decode("ascii").strip()
-                    if not text or not text.isprintable():
-                        raise ValueError(text)
-                    parse_utc(text)
-                except (ValueError, OverflowError, TypeError):
-                    problem = "is not a date"
+                    when = parse_time(data.decode("ascii").strip())
+                except (ValueError, UnicodeDecodeError):
+                    problem = "is not a date from 1970 on"
         if problem is None:
-            return text
-        result.events.append(event("bad_timestamp", f"{TIMESTAMP_FILE} of {_show(entry)} {problem}; the time "
-                                   "in the entry's name was written instead.", path=TIMESTAMP_FILE))
+            return when
+        result.events.append(event("bad_timestamp", f"{TIMESTAMP_FILE} of {_show(entry)} {problem}; it was not "
+                                   "kept (lateness is counted from the time the entry appeared).",
+                                   path=TIMESTAMP_FILE))
         if st is not None and stat.S_ISDIR(st.st_mode):
             shutil.rmtree(folder / TIMESTAMP_FILE)
         elif st is not None:
             os.unlink(TIMESTAMP_FILE, dir_fd=fd)
         result.taken = [p for p in result.taken if p.split("/", 1)[0] != TIMESTAMP_FILE]
-        out = os.open(TIMESTAMP_FILE, _NEW_FLAGS, 0o644, dir_fd=fd)
-        try:
-            os.write(out, stamp.encode("utf-8"))
-        finally:
-            os.close(out)
-        result.taken.append(TIMESTAMP_FILE)
-        return stamp
+        return None
     finally:
         os.close(fd)
 
