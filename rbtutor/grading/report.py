@@ -7,6 +7,13 @@ replaced on every run so that a re-run leaves no duplicates. ``report_dir``
 defaults to ``<CourseDirectory.root>/integrity``. :func:`write_integrity_report`
 gathers those files into ``integrity_report.md`` and ``integrity_report.json`` at
 the course root.
+
+What a student wrote (ids, file and cell names, text quoted in messages) is escaped where it
+lands, by the three helpers here: :func:`markdown_text` for the report (HTML and markdown
+markup become character references), :func:`csv_cell` for spreadsheets (a cell that a
+spreadsheet would read as a formula gets a leading ``'``, as OWASP advises against CSV
+injection) and :func:`terminal_text` for progress lines (control characters, such as
+terminal escape sequences and carriage returns, are shown as escapes, never sent).
 """
 
 from __future__ import annotations
@@ -14,11 +21,55 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 
 EVENTS_DIR = "integrity"
 REPORT_NAME = "integrity_report"
+
+# --------------------------------------------------------------------------- escaping
+
+#: characters that are HTML or markdown markup, written as numeric character references
+_MARKUP = {ord(c): f"&#{ord(c)};" for c in "&<>\"'`*_[]|#~\\!"}
+#: first characters a spreadsheet reads as the start of a formula (OWASP, CSV injection)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _visible(char: str) -> str:
+    """One character as text that cannot steer a terminal or the order of a line."""
+    if char == " " or (char.isprintable() and unicodedata.category(char) != "Cf"):
+        return char
+    return ascii(char)[1:-1]
+
+
+def terminal_text(value: object) -> str:
+    """``value`` as one line of terminal output: control and format characters shown as escapes.
+
+    >>> terminal_text("ok\\r[9/9] forged\\x1b[2K")
+    'ok\\\\r[9/9] forged\\\\x1b[2K'
+    """
+    return "".join(_visible(char) for char in str(value))
+
+
+def markdown_text(value: object) -> str:
+    """``value`` as inert text in a markdown table cell: markup as character references, one line.
+
+    >>> markdown_text("<img src=x onerror=alert(1)> | [a](javascript:x)")
+    '&#60;img src=x onerror=alert(1)&#62; &#124; &#91;a&#93;(javascript:x)'
+    """
+    return terminal_text(value).translate(_MARKUP)
+
+
+def csv_cell(value: object) -> str:
+    """``value`` as a CSV cell no spreadsheet runs: a leading ``'`` when it starts like a formula.
+
+    >>> csv_cell("=SUM(7;7)"), csv_cell("ann")
+    ("'=SUM(7;7)", 'ann')
+    """
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
 
 # --------------------------------------------------------------------------- events
 
@@ -147,7 +198,7 @@ def write_integrity_report(course_root, events=None, report_dir=None) -> Path:
              f"{len(ordered)} submissions, {len(flagged)} with something suspicious "
              f"(generated {datetime.now(UTC).isoformat(timespec='seconds')}).", ""]
     for entry in ordered:
-        lines.append(f"## {entry['student']} / {entry['assignment']}")
+        lines.append(f"## {markdown_text(entry['student'])} / {markdown_text(entry['assignment'])}")
         lines.append("")
         if not entry["scanned"]:
             lines.append("not scanned (not autograded with the integrity preprocessors)")
@@ -157,9 +208,9 @@ def write_integrity_report(course_root, events=None, report_dir=None) -> Path:
             lines.append("| notebook | cell | grade id | kind | what was seen |")
             lines.append("| --- | --- | --- | --- | --- |")
             for event in entry["events"]:
-                message = str(event.get("message", "")).replace("|", "\\|").replace("\n", " ")
-                lines.append(f"| {event.get('notebook', '')} | {event.get('cell', '')} | "
-                             f"{event.get('grade_id', '') or ''} | {event['kind']} | {message} |")
+                cells = (event.get("notebook", ""), event.get("cell", ""), event.get("grade_id", "") or "",
+                         event.get("kind", ""), event.get("message", ""))
+                lines.append("| " + " | ".join(markdown_text("" if c is None else c) for c in cells) + " |")
         lines.append("")
     path = root / f"{REPORT_NAME}.md"
     path.write_text("\n".join(lines))
