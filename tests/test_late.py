@@ -1,7 +1,8 @@
 """Due dates and the late policy (rbtutor.course.late).
 
 ``exercises/due_dates.yaml`` is written into the gradebook by ``generate``; a submission whose
-``timestamp.txt`` is after the due date is marked late and penalised by ``PercentPerDay`` as the
+time (when its exchange entry appeared, or the later time in the entry's name; never the
+student's ``timestamp.txt``) is after the due date is marked late and penalised by ``PercentPerDay`` as the
 course configures it; one before it is not. The policy itself: a share of the score per started
 day, never more than the score.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 import shutil
 
 import pytest
@@ -85,11 +87,16 @@ def graded_late(tmp_path_factory):
     source = course / "exercises" / NAME / f"{NAME}.ipynb"
     for student in ("early", "late"):
         submit_as(course, student, NAME, lambda nb: answered(nb, source))
+    # entries as nbgrader's submit would have named them at these times (UTC): an hour before the
+    # due date; two days and an hour after. The time in the name counts, being later than the
+    # moment the entry appeared (the test runs before 2030); the student's timestamp.txt does not.
+    inbound = course / "exchange" / "rbtutor" / "inbound"
+    for student, when in (("early", "2030-03-01 10:00:00.000000 UTC"), ("late", "2030-03-03 12:00:00.000000 UTC")):
+        (entry,) = inbound.glob(f"{student}+{NAME}+*")
+        entry.rename(inbound / f"{student}+{NAME}+{when}+{entry.name.rsplit('+', 1)[1]}")
+    (inbound.glob(f"late+{NAME}+*").__next__() / "timestamp.txt").write_text("2030-03-01 10:00:00.000000 UTC")
     taken = run_course(course, "collect", NAME)
     assert taken.returncode == 0, taken.stdout + taken.stderr
-    # the times nbgrader's submit would have written (UTC): an hour before; two days and an hour after
-    (course / "submitted" / "early" / NAME / "timestamp.txt").write_text("2030-03-01 10:00:00.000000 UTC")
-    (course / "submitted" / "late" / NAME / "timestamp.txt").write_text("2030-03-03 12:00:00.000000 UTC")
     result = run_course(course, "grade")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return course
@@ -111,6 +118,10 @@ def test_late_submission_is_marked_and_penalised(graded_late):
         assert late.late_submission_penalty == pytest.approx(0.6 * late.score)
     rows = {r["student"]: r for r in csv.DictReader((graded_late / "grades.csv").open())}
     assert float(rows["early"]["late_penalty"]) == 0
+    # the late student's rewritten timestamp.txt (an on-time claim) is named and changed nothing
+    report = {e["student"]: e for e in json.loads((graded_late / "integrity_report.json").read_text())}
+    assert any(e["kind"] == "timestamp_mismatch" and e["claimed"] == "2030-03-01 10:00:00.000000 UTC"
+               for e in report["late"]["events"])
     assert float(rows["early"]["final_score"]) == float(rows["early"]["score"])
     assert float(rows["late"]["final_score"]) == pytest.approx(0.4 * float(rows["late"]["score"]), abs=1e-4)
 

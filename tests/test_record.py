@@ -292,3 +292,265 @@ def test_a_damaged_receipt_is_an_error_not_a_time(tmp_path):
     intake.receipt_path(tmp_path, "ann", "problem03").write_text("{not json")
     with pytest.raises(ValueError, match="expected a receipt"):
         read_receipt(tmp_path, "ann", "problem03")
+
+
+# --------------------------------------------------------------------------- a class graded twice
+
+NAME = "problem03"
+LATE_BY = dt.timedelta(days=2, hours=12)  # the due date is this long before the test runs
+HOSTILE_IDS = ("[A-Z]*", "reference", "<img src=x onerror=alert(1)>", "ev\x1b[2Jil")
+
+
+def _written(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("solution")
+            and c.metadata.get("nbgrader", {}).get("grade")]
+
+
+@pytest.fixture(scope="module")
+def record_class(tmp_path_factory):
+    """Problem 3 due 2.5 days ago. ``ann`` and ``ben`` answer and get their written parts graded by
+    hand; then ``ann`` resubmits with her first written answer blanked. ``sly`` backdates the
+    entry name and the claim to before the due date. Hostile ids are planted in the exchange and
+    in ``submitted/``. Graded twice; returns the course and both runs."""
+    from test_assignments import ROOT, answered, run_course, student_exchange, submit_as
+
+    from rbtutor.course import api
+
+    if not (ROOT / "exercises" / NAME).is_dir():
+        pytest.skip("Problem 3 is not among the assignments")
+    course = tmp_path_factory.mktemp("record") / "course"
+    (course / "exercises").mkdir(parents=True)
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises" / NAME, course / "exercises" / NAME,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    due = (NOW - LATE_BY).isoformat(timespec="seconds")
+    (course / "exercises" / "due_dates.yaml").write_text(f"{NAME}: {due}\n")
+    assert run_course(course, "generate").returncode == 0
+    grader = api(course)
+    assert grader.release_assignment(NAME)["success"]
+    source = course / "exercises" / NAME / f"{NAME}.ipynb"
+    for student in ("ann", "ben", "sly"):
+        submit_as(course, student, NAME, lambda nb: answered(nb, source))
+    inbound = course / "exchange" / "rbtutor" / "inbound"
+    # sly makes the work 2.5 days late look on time: entry name and timestamp.txt from before the due date
+    (entry,) = inbound.glob(f"sly+{NAME}+*")
+    early = format_time(NOW - LATE_BY - dt.timedelta(hours=1))
+    (entry / "timestamp.txt").write_text(early)
+    entry.rename(inbound / f"sly+{NAME}+{early}+x1")
+    (ben_entry,) = inbound.glob(f"ben+{NAME}+*")
+    for hostile in HOSTILE_IDS:  # entries under ids that glob, are reserved, hold markup or escapes
+        shutil.copytree(ben_entry, inbound / f"{hostile}+{NAME}+{stamp(dt.timedelta(0))}+h")
+    collected = run_course(course, "collect", NAME)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+
+    first = run_course(course, "grade")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:  # what the Formgrader does
+        for student in ("ann", "ben"):
+            notebook = gradebook.find_submission_notebook(NAME, NAME, student)
+            comments = {c.name: c for c in notebook.comments}
+            for grade in notebook.grades:
+                if grade.auto_score is None:
+                    grade.manual_score = grade.max_score
+                    comments[grade.name].manual_comment = "well argued"
+        gradebook.db.commit()
+
+    home = course.parent / "students" / "ann"  # ann resubmits, her first written answer now blank
+    path = home / NAME / f"{NAME}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    _written(nb)[0].source = ""
+    nbformat.write(nb, path)
+    student_exchange("submit", course, home, NAME, "ann")
+    recollected = run_course(course, "collect", NAME)
+    assert recollected.returncode == 0, recollected.stderr
+    for hostile in HOSTILE_IDS:  # folders put into submitted/ another way (a copy, a hub script)
+        shutil.copytree(course / "submitted" / "ben" / NAME, course / "submitted" / hostile / NAME)
+    second = run_course(course, "grade")
+    return course, collected, first, second
+
+
+def _rows(course: Path) -> dict[str, dict]:
+    import csv
+
+    return {r["student"]: r for r in csv.DictReader((course / "grades.csv").open())}
+
+
+def _report(course: Path) -> dict[str, list[dict]]:
+    return {e["student"]: e["events"] for e in json.loads((course / "integrity_report.json").read_text())}
+
+
+def test_hostile_ids_are_never_collected(record_class):
+    course, collected, _, _ = record_class
+    report = _report(course)
+    for hostile in HOSTILE_IDS:
+        assert [e["kind"] for e in report[hostile]] == ["bad_name"] * (1 + 1), (hostile, report[hostile])
+    assert "\x1b" not in collected.stdout + collected.stderr
+
+
+def test_backdated_late_work_is_late(record_class):
+    from rbtutor.course import api
+
+    course = record_class[0]
+    with api(course).gradebook as gradebook:
+        sly = gradebook.find_submission(NAME, "sly")
+        # late from when the entry appeared (when the fixture ran), not from the forged times
+        assert sly.total_seconds_late >= LATE_BY.total_seconds() - 60
+        assert sly.late_submission_penalty > 0
+    assert any(e["kind"] == "timestamp_mismatch" for e in _report(course)["sly"])
+
+
+def test_one_run_grades_everyone_else_and_names_the_refused_ids(record_class):
+    course, _, _, second = record_class
+    assert second.returncode == 1, second.stdout[-3000:] + second.stderr[-3000:]
+    assert sorted(_rows(course)) == ["ann", "ben", "sly"]
+    assert "graded 3 submissions" in second.stdout
+    for hostile in ("[A-Z]*", "reference"):
+        assert f"could not grade {hostile} {NAME}: bad_name" in second.stderr
+    assert "could not grade ev\\x1b[2Jil" in second.stderr
+    for text in (second.stdout, second.stderr):
+        assert "\x1b" not in text and "\r" not in text
+    assert sorted(p.name for p in (course / "autograded").iterdir()) == ["ann", "ben", "sly"]
+
+
+def test_a_changed_answer_loses_its_hand_grade_and_shows_the_old_one(record_class):
+    from nbgrader.api import Gradebook
+
+    course = record_class[0]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        notebook = gradebook.find_submission_notebook(NAME, NAME, "ann")
+        written = [g for g in notebook.grades if g.auto_score is None]
+        comments = {c.name: c.manual_comment for c in notebook.comments}
+        reset = [g for g in written if g.manual_score is None]
+        assert len(reset) == 1 and reset[0].needs_manual_grade
+        assert "Previous grade" in comments[reset[0].name] and "well argued" in comments[reset[0].name]
+        kept = [g for g in written if g.manual_score is not None]
+        assert kept and all(g.manual_score == g.max_score and not g.needs_manual_grade for g in kept)
+        ann = gradebook.find_submission(NAME, "ann")
+        ben = gradebook.find_submission(NAME, "ben")
+        assert ann.score == pytest.approx(ben.score - reset[0].max_score)  # the old score is not counted
+    rows = _rows(course)
+    assert rows["ann"]["written_parts"] == "to grade (1)"
+    assert rows["ben"]["written_parts"] == "done"
+    events = [e for e in _report(course)["ann"] if e["kind"] == "hand_grade_reset"]
+    assert len(events) == 1 and events[0]["grade_id"] == reset[0].name
+
+
+def test_the_report_shows_hostile_text_as_text(record_class):
+    course = record_class[0]
+    text = (course / "integrity_report.md").read_text()
+    assert "<img" not in text and "&#60;img src=x onerror=alert(1)&#62;" in text
+    assert "\x1b" not in text and "[A-Z]" not in text
+
+
+def test_grades_csv_cells_are_never_formulas(record_class, tmp_path):
+    import csv
+
+    from rbtutor.course import api
+    from rbtutor.course.grade import export_grades
+
+    course = tmp_path / "course"
+    shutil.copytree(record_class[0], course, symlinks=True, ignore=shutil.ignore_patterns("exchange"))
+    grader = api(course)
+    with grader.gradebook as gradebook:  # an id from elsewhere (an older gradebook, a hub import)
+        gradebook.add_student("=SUM(7;7)")
+        gradebook.add_submission(NAME, "=SUM(7;7)")
+    export_grades(grader, course / "grades.csv")
+    rows = list(csv.reader((course / "grades.csv").open()))
+    assert ["'=SUM(7;7)", NAME] == rows[1][:2]
+    assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows for cell in row)
+
+
+# --------------------------------------------------------------------------- one student never ends the run
+
+
+@pytest.fixture
+def small_course(tmp_path):
+    from test_assignments import ROOT
+
+    course = tmp_path / "course"
+    (course / "exercises").mkdir(parents=True)
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises" / NAME, course / "exercises" / NAME,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for student in ("ann", "ben", "cat", "[bc]*", "reference"):
+        (course / "submitted" / student / NAME).mkdir(parents=True)
+    return course
+
+
+def test_an_exception_of_one_submission_never_ends_the_run(small_course, monkeypatch, capsys):
+    import contextlib
+
+    from nbgrader.api import MissingEntry
+
+    import rbtutor.grading.sandbox
+    from rbtutor.course import CourseLayout, grade
+
+    graded = []
+
+    def grade_one(layout, assignment, student):
+        graded.append(student)
+        if student == "ben":
+            raise MissingEntry("no such submission")
+        return "fake\r[9/9] forged line\x1b[2K", None
+
+    monkeypatch.setattr(grade, "_grade_submission", grade_one)
+    monkeypatch.setattr(rbtutor.grading.sandbox, "zygote_running", contextlib.nullcontext)
+    status = grade.grade(CourseLayout(small_course), jobs=1)
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert graded == ["ann", "ben", "cat"]  # everyone after ben too; the refused ids never reach grading
+    assert "could not grade ben problem03: MissingEntry: no such submission" in err
+    assert "could not grade [bc]* problem03: bad_name" in err and "could not grade reference problem03" in err
+    assert (small_course / "grades.csv").is_file() and (small_course / "integrity_report.md").is_file()
+    assert "\r" not in out and "\x1b" not in out and "fake\\r[9/9] forged line\\x1b[2K" in out
+    report = {e["student"]: e for e in json.loads((small_course / "integrity_report.json").read_text())}
+    assert [e["kind"] for e in report["[bc]*"]["events"]] == ["bad_name"]
+
+
+def test_a_refused_id_never_reaches_nbgrader(small_course):
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.grade import _autograde_one
+
+    assignment, student, summary, _, problem = _autograde_one((str(small_course), NAME, "[A-Z]*"))
+    assert summary == "NOT GRADED" and "expected a student id" in problem
+    assert not CourseLayout(small_course).autograded().exists()
+
+
+# --------------------------------------------------------------------------- escaping, settings
+
+
+def test_escaping_where_student_text_lands():
+    from rbtutor.grading.report import csv_cell, markdown_text, terminal_text
+
+    for start in "=+-@\t\r":
+        assert csv_cell(f"{start}1+1") == f"'{start}1+1"
+    assert csv_cell("ann") == "ann" and csv_cell("3.5") == "3.5"
+    shown = markdown_text("<script>x</script> ![t](http://e/x.png) | `c` \\ \n")
+    assert "<" not in shown and "|" not in shown and "![" not in shown and "\n" not in shown
+    assert terminal_text("a\x1b[31mb\rc\u202ed\x00") == "a\\x1b[31mb\\rc\\u202ed\\x00"
+
+
+def test_markdown_report_escapes_every_column(tmp_path):
+    from rbtutor.grading.report import write_integrity_report
+
+    record = {"student": "<b>x</b>", "assignment": "a|b", "notebook": "<i>n</i>",
+              "stages": {"scan": [{"kind": "k<", "message": "m <script>", "cell": "<c>", "grade_id": "[g](j:x)"}]}}
+    text = write_integrity_report(tmp_path, events=[record]).read_text()
+    assert "<" not in text and "](j:" not in text
+    assert "&#60;b&#62;x&#60;/b&#62;" in text
+
+
+def test_owner_check_setting_is_nbgraders():
+    from traitlets.config import Config
+
+    from rbtutor.course.nbgrader import owner_check
+
+    config = Config()
+    assert owner_check(config) is True
+    config.ExchangeCollect.check_owner = False
+    assert owner_check(config) is False
+    config.ExchangeCollect.check_owner = "no"
+    with pytest.raises(ValueError, match="True or False"):
+        owner_check(config)

@@ -24,7 +24,9 @@ Nothing is lost. A worker that dies while grading a submission (a killed process
 machine) has its task rescheduled by the scheduler on another worker; since
 ``_autograde_one`` re-grades with ``force=True`` from the submission, the grade is the same.
 A task whose workers died :data:`ALLOWED_FAILURES` + 1 times, or that raised on every one of
-its :data:`RETRIES` + 1 tries, is listed at the end with its reason (exit status 1). A client
+its :data:`RETRIES` + 1 tries, is listed at the end with its reason (exit status 1); so is a
+submission whose student id is refused (it is never sent to a worker). What one submission
+raises while it is graded is caught in the task itself and is that submission's result. A client
 interrupted part-way leaves nothing half-done that a second run does not redo: the second run
 first waits for the tasks the first one left running on the workers, then grades every
 submission again.
@@ -269,16 +271,16 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
-    from .grade import _autograde_one, finish_run, start_run
+    from .grade import _autograde_one, finish_run, progress_line, start_run
 
-    grader, work = start_run(layout)
+    grader, work, failures = start_run(layout)
+    count = len(work) + len(failures)
     hosts = sorted({f["host"] for f in facts.values()})
     print(f"grading {len(work)} submissions on {len(facts)} worker(s) on {', '.join(hosts)} "
           f"(scheduler {client.scheduler.address})", flush=True)
     start = time.perf_counter()
     futures = {client.submit(_autograde_one, job, key=task_key(job[1], job[2]), pure=False, retries=RETRIES): job
                for job in work}
-    failures = []
     for k, future in enumerate(as_completed(futures, loop=client.loop), 1):
         _, assignment, student = futures[future]
         try:
@@ -290,9 +292,8 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
         except Exception as exc:  # raised by the task on every try: listed, never lost
             summary, seconds = "NOT GRADED", float("nan")
             problem = f"{type(exc).__name__}: {exc}"
-        took = "" if seconds != seconds else f" ({seconds:.1f} s)"  # NaN: the task never returned
-        print(f"[{k}/{len(work)}] {student} {assignment}: {summary}{took}", flush=True)
+        print(progress_line(k, len(work), student, assignment, summary, seconds), flush=True)
         if problem:
             failures.append((assignment, student, problem))
     where = f"on {len(client.scheduler_info()['workers'])} worker(s) of {client.scheduler.address}"
-    return finish_run(layout, grader, len(work), failures, time.perf_counter() - start, where)
+    return finish_run(layout, grader, count, failures, time.perf_counter() - start, where)

@@ -5,20 +5,40 @@ worker process per core plus one, see :func:`default_jobs`), with one line of
 progress per student and assignment; it writes the feedback, exports the grades
 to ``grades.csv`` and the integrity report; the gradebook is copied to
 ``gradebook.db.bak`` first. Re-running ``grade`` re-grades from the submissions and
-gives the same grades. A submission that cannot be graded is listed at the end
-with the reason, and the command then exits with status 1.
+gives the same grades. A submission that cannot be graded (whatever it raised, or a
+student id that is not acceptable) is listed at the end with the reason, every other
+submission is still graded, grades.csv and the integrity report are still written, and
+the command then exits with status 1.
+
+The record a grade is defended with:
+
+* the submission time nbgrader's late penalty sees is the receipt's (the time the exchange
+  entry appeared, :func:`rbtutor.grading.intake.collect`), written by the grader into its
+  own intake copy; the student's ``timestamp.txt`` is never used for it;
+* student ids are checked (:mod:`rbtutor.grading.student_ids`) before any of them reaches
+  nbgrader, which uses ids in file globs;
+* a hand grade belongs to the answer it graded: its score is kept on a re-grade only while
+  the SHA-256 of that answer is unchanged (:func:`answer_hashes`, kept in
+  ``integrity/<student>/<assignment>/_hand_grades.json``); otherwise the part needs a manual
+  grade again, the old score is not counted and is shown to the grader in the comment, and
+  the report names it (``hand_grade_reset``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from ..grading.report import csv_cell, event, record_events, terminal_text
+from ..grading.student_ids import check_id, id_problem
 from .layout import CourseLayout
-from .nbgrader import api, share_gradebook_engines
+from .nbgrader import api, owner_check, share_gradebook_engines
 
 
 def generate(layout: CourseLayout) -> int:
@@ -27,7 +47,8 @@ def generate(layout: CourseLayout) -> int:
     names = layout.assignments()
     for k, name in enumerate(names, 1):
         result = grader.generate_assignment(name, force=True)
-        print(f"[{k}/{len(names)}] {name}: {'generated' if result['success'] else 'FAILED'}", flush=True)
+        print(f"[{k}/{len(names)}] {terminal_text(name)}: {'generated' if result['success'] else 'FAILED'}",
+              flush=True)
         if not result["success"]:
             print(result["log"], file=sys.stderr)
             return 1
@@ -49,7 +70,8 @@ def export_grades(grader, path: Path) -> list[str]:
     ``written_parts``: ``done`` when every hand-graded part has a grade, else ``to grade (N)``.
     ``overridden``: autograded parts whose score a grader changed by hand (the Formgrader allows it),
     as ``grade_id auto->manual``, so that no override goes unseen. Returns those overrides, one
-    ``student assignment grade_id auto->manual`` each.
+    ``student assignment grade_id auto->manual`` each. Every cell goes through
+    :func:`rbtutor.grading.report.csv_cell`, so no cell is read as a formula.
     """
     changed = []
     import csv
@@ -67,42 +89,166 @@ def export_grades(grader, path: Path) -> list[str]:
                               if g.auto_score is not None and g.manual_score is not None
                               and g.manual_score != g.auto_score]
                 changed += [f"{submission.student.id} {assignment.name} {text}" for text in overridden]
-                writer.writerow([submission.student.id, assignment.name, f"{submission.score:g}",
-                                 f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
-                                 "; ".join(overridden), f"{submission.late_submission_penalty:g}",
-                                 f"{submission.score - submission.late_submission_penalty:g}"])
+                row = [submission.student.id, assignment.name, f"{submission.score:g}",
+                       f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
+                       "; ".join(overridden), f"{submission.late_submission_penalty:g}",
+                       f"{submission.score - submission.late_submission_penalty:g}"]
+                writer.writerow([csv_cell(cell) for cell in row])
     return changed
 
 
-def _hand_grades(grader, assignment: str, student: str) -> tuple[object, dict[tuple[str, str], float]]:
-    """The submission's timestamp and the parts a grader has graded by hand: {(notebook, grade id): score}."""
+HAND_GRADES = "_hand_grades.json"  # in integrity/<student>/<assignment>/: the answers hand grades are for
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def answer_hashes(nb) -> dict[str, str]:
+    """``{grade_id: SHA-256}`` of the answer each graded part of an autograded notebook grades.
+
+    A part that is its own answer (a written answer: solution and graded) is hashed alone. An
+    autograded part (a test cell) is hashed with the solution cells between the previous graded
+    cell and it, the answer it checks: an override of its score belongs to that answer.
+    """
+    hashes, answers = {}, []
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not isinstance(meta, dict):
+            continue
+        source = cell.get("source", "")
+        if meta.get("solution") and not (meta.get("grade") or meta.get("task")):
+            answers.append(source)
+        elif (meta.get("grade") or meta.get("task")) and meta.get("grade_id"):
+            parts = [source] if meta.get("solution") else [*answers, source]
+            hashes[str(meta["grade_id"])] = _sha256("\0".join(parts))
+            answers = []
+    return hashes
+
+
+def _notebook_hashes(layout: CourseLayout, assignment: str, student: str, notebook: str) -> dict[str, str]:
+    """:func:`answer_hashes` of the autograded notebook as it is now ({} when there is none)."""
+    import nbformat
+
+    path = layout.autograded(student, assignment) / f"{notebook}.ipynb"
+    if not path.is_file():
+        return {}
+    return answer_hashes(nbformat.read(path, as_version=4))
+
+
+def _record_path(layout: CourseLayout, assignment: str, student: str) -> Path:
+    return layout.integrity / student / assignment / HAND_GRADES
+
+
+def _read_record(layout: CourseLayout, assignment: str, student: str) -> dict:
+    path = _record_path(layout, assignment, student)
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        record = {}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"expected the hand-grade record {path} to be JSON, got {exc}") from None
+    record.setdefault("graded", {})
+    record.setdefault("stages", {}).setdefault("hand_grades", [])
+    return record
+
+
+def _write_record(layout: CourseLayout, assignment: str, student: str, record: dict) -> None:
+    path = _record_path(layout, assignment, student)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record.update(student=student, assignment=assignment, notebook="(hand grades)")
+    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        json.dump(record, out, indent=1)
+    os.replace(tmp, path)
+
+
+def _hand_grades(grader, layout: CourseLayout, assignment: str, student: str) -> dict[tuple[str, str], dict]:
+    """Before a re-grade: each part a grader has scored by hand, with the hash of the answer it is for.
+
+    ``{(notebook, grade id): {"score", "comment", "hash"}}``. A score the record already holds
+    keeps the record's hash (the grader has not touched it since); a new or changed score is
+    for the answer the Formgrader shows now, the autograded notebook of the last run.
+    """
     from nbgrader.api import MissingEntry
 
     with grader.gradebook as gradebook:
         try:
             submission = gradebook.find_submission(assignment, student)
         except MissingEntry:
-            return None, {}
-        return submission.timestamp, {(nb.name, g.name): g.manual_score for nb in submission.notebooks
-                                      for g in nb.grades if g.manual_score is not None}
+            return {}
+        scored = {}
+        for nb in submission.notebooks:
+            comments = {c.name: c.manual_comment for c in nb.comments}
+            for g in nb.grades:
+                if g.manual_score is not None:
+                    scored[(nb.name, g.name)] = {"score": g.manual_score, "comment": comments.get(g.name)}
+    record = _read_record(layout, assignment, student)
+    shown: dict[str, dict[str, str]] = {}
+    for (notebook, grade_id), part in scored.items():
+        known = record["graded"].get(f"{notebook}/{grade_id}")
+        if known and known.get("score") == part["score"]:
+            part["hash"] = known.get("hash")
+        else:
+            if notebook not in shown:
+                shown[notebook] = _notebook_hashes(layout, assignment, student, notebook)
+            part["hash"] = shown[notebook].get(grade_id)
+    record["graded"] = {f"{nb}/{gid}": {"score": p["score"], "hash": p["hash"]} for (nb, gid), p in scored.items()}
+    _write_record(layout, assignment, student, record)
+    return scored
 
 
-def _keep_hand_grades(grader, assignment: str, student: str, before) -> None:
-    """After a re-grade of the same submission, hand-graded parts stay graded (nbgrader marks them
-    "needs manual grade" again although it keeps their scores)."""
-    timestamp, graded = before
-    if not graded:
-        return
+def _keep_hand_grades(grader, layout: CourseLayout, assignment: str, student: str, before: dict) -> list[dict]:
+    """After a re-grade: keep each hand grade whose answer is unchanged; reset the others.
+
+    nbgrader keeps manual scores across a re-grade but marks them "needs manual grade" again.
+    Here a score stays (and the part counts as graded) only while the SHA-256 of its answer
+    equals the one recorded; otherwise the score is removed (not counted), the part needs a
+    manual grade again (a written one; an override gives way to the autograded score), the old
+    score and comment are put into the grader's comment, and a ``hand_grade_reset`` event is
+    recorded. Returns the new events.
+    """
+    if not before:
+        return []
+    record = _read_record(layout, assignment, student)
+    events, now = [], {}
     with grader.gradebook as gradebook:
         submission = gradebook.find_submission(assignment, student)
-        if submission.timestamp != timestamp:  # a new submission: its written parts need a new look
-            return
         for nb in submission.notebooks:
+            comments = {c.name: c for c in nb.comments}
             for grade in nb.grades:
-                if (nb.name, grade.name) in graded and grade.needs_manual_grade:
-                    grade.manual_score = graded[(nb.name, grade.name)]
+                part = before.get((nb.name, grade.name))
+                if part is None:
+                    continue
+                if nb.name not in now:
+                    now[nb.name] = _notebook_hashes(layout, assignment, student, nb.name)
+                if part["hash"] is not None and now[nb.name].get(grade.name) == part["hash"]:
+                    grade.manual_score = part["score"]
                     grade.needs_manual_grade = False
+                    continue
+                events.append(_reset(grade, comments.get(grade.name), part, nb.name))
+                record["graded"].pop(f"{nb.name}/{grade.name}", None)
         gradebook.db.commit()
+    record["stages"]["hand_grades"].extend(events)
+    _write_record(layout, assignment, student, record)
+    return events
+
+
+def _reset(grade, comment, part: dict, notebook: str) -> dict:
+    """Take a hand grade off a part whose answer changed; the grader sees the old score in the comment."""
+    old = f"{part['score']:g}/{grade.max_score:g}"
+    note = f"Previous grade {old} was for an earlier answer and is not counted; grade this answer again."
+    if part.get("comment"):
+        note += f" Its comment: {part['comment']}"
+    grade.manual_score = None
+    grade.needs_manual_grade = grade.auto_score is None
+    if comment is not None:
+        comment.manual_comment = note
+    return event("hand_grade_reset", f"The answer graded {old} by hand changed (resubmitted); the grade is not "
+                 "counted and the part "
+                 + ("needs a manual grade again." if grade.needs_manual_grade else "keeps its autograded score."),
+                 grade_id=grade.name, notebook_name=notebook, previous_score=part["score"],
+                 previous_hash=part["hash"])
 
 
 _WORKER_API = {}
@@ -121,11 +267,12 @@ def take_in_submission(layout: CourseLayout, assignment: str, student: str):
     """Check and copy ``submitted/<student>/<assignment>`` into the grader's own intake folder.
 
     nbgrader then grades from that copy (``CourseDirectory.submitted_directory``), never from
-    the folder the student filled. The intake's events go to the integrity report.
+    the folder the student filled. The intake's events go to the integrity report. The copy's
+    ``timestamp.txt``, which nbgrader's late penalty reads, is written here with the trusted
+    submission time (:func:`submission_time`), replacing the student's claim.
     """
     from ..grading.execute import remove_tree
     from ..grading.intake import take_in
-    from ..grading.report import record_events
 
     stage = layout.scratch / INTAKE / student / assignment
     if stage.exists() or stage.is_symlink():
@@ -141,41 +288,99 @@ def take_in_submission(layout: CourseLayout, assignment: str, student: str):
         if not (stage / f"{name}.ipynb").exists() and blank.is_file():
             shutil.copyfile(blank, stage / f"{name}.ipynb")
             os.chmod(stage / f"{name}.ipynb", 0o644)
+    received, note = submission_time(layout, assignment, student)
+    if note:
+        result.events.append(note)
+    _write_time(stage, received)
     record_events(layout.integrity / student / assignment / "_files.json", student, assignment,
                   "(submission files)", "intake", result.events, fresh=True)
     return result
 
 
+def submission_time(layout: CourseLayout, assignment: str, student: str) -> tuple[str, dict | None]:
+    """The time ``student`` handed ``assignment`` in, as nbgrader writes times, and an event or None.
+
+    The receipt of :func:`rbtutor.grading.intake.collect` when there is one. A submission put into
+    ``submitted/`` another way (``nbgrader collect``, by hand) has none: its time is then when its
+    files reached ``submitted/`` (their newest ctime), never the student's claim, and a
+    ``no_receipt`` event says so.
+    """
+    import datetime as dt
+
+    from ..grading.intake import format_time, read_receipt
+
+    receipt = read_receipt(layout.submitted(), student, assignment)
+    if receipt is not None:
+        return receipt["received"], None
+    folder = layout.submitted(student, assignment)
+    newest = os.lstat(folder).st_ctime
+    for base, folders, files in os.walk(folder):
+        for name in folders + files:
+            newest = max(newest, os.lstat(os.path.join(base, name)).st_ctime)
+    received = format_time(dt.datetime.fromtimestamp(newest, dt.UTC))
+    return received, event("no_receipt", f"{assignment} of {student} was not collected by `python -m rbtutor.course "
+                           f"collect` (no receipt); its time is when its files reached submitted/, {received}, not "
+                           "the time its timestamp.txt claims.", received=received)
+
+
+def _write_time(stage: Path, received: str) -> None:
+    """Put the trusted time into the grader's copy as ``timestamp.txt`` (whatever was there is gone)."""
+    from ..grading.execute import remove_tree
+
+    path = stage / "timestamp.txt"
+    if path.is_dir() and not path.is_symlink():
+        remove_tree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    path.write_text(received)
+    os.chmod(path, 0o644)
+
+
 def _autograde_one(job: tuple[str, str, str]) -> tuple[str, str, str, float, str | None]:
-    """Take in, autograde and make feedback for one submission; runs in a worker process."""
+    """Take in, autograde and make feedback for one submission; runs in a worker process.
+
+    Whatever one submission raises (nbgrader's ``MissingEntry``, a broken gradebook row, a
+    failed feedback page) is its own result, ``NOT GRADED`` with the reason: it never ends the run.
+    """
+    root, assignment, student = job
+    start = time.perf_counter()
+    try:
+        summary, problem = _grade_submission(CourseLayout(Path(root)), assignment, student)
+    except Exception as exc:  # one submission never ends the run: whatever it raised is its reason
+        summary, problem = "NOT GRADED", f"{type(exc).__name__}: {exc}"
+    return assignment, student, summary, time.perf_counter() - start, problem
+
+
+def _grade_submission(layout: CourseLayout, assignment: str, student: str) -> tuple[str, str | None]:
+    """``(summary, problem or None)`` of grading one submission."""
     from ..grading.sandbox import start_zygote
 
-    root, assignment, student = job
-    layout = CourseLayout(Path(root))
+    check_id(student)  # nbgrader globs the id: only an id without glob characters reaches it
     start_zygote()  # kernels start as copies of one prepared process: the run's, or this worker's own
     share_gradebook_engines()
+    root = str(layout.root)
     grader = _WORKER_API.get(root) or _WORKER_API.setdefault(root, api(layout))
-    start = time.perf_counter()
     try:
         take_in_submission(layout, assignment, student)
     except (OSError, ValueError) as exc:
-        return assignment, student, "NOT GRADED", time.perf_counter() - start, f"intake: {exc}"
+        return "NOT GRADED", f"intake: {exc}"
     grader.coursedir.submitted_directory = str((layout.scratch / INTAKE).relative_to(layout.root))
-    before = _hand_grades(grader, assignment, student)
+    before = _hand_grades(grader, layout, assignment, student)
     result = grader.autograde(assignment, student, force=True)
     if not result["success"]:
-        return assignment, student, "NOT GRADED", time.perf_counter() - start, result["log"][-800:]
-    _keep_hand_grades(grader, assignment, student, before)
+        return "NOT GRADED", result["log"][-800:]
+    reset = _keep_hand_grades(grader, layout, assignment, student, before)
     with grader.gradebook as gradebook:
         sub = gradebook.find_submission(assignment, student)
         summary = f"{sub.code_score:g}/{sub.max_code_score:g} autograded"
         summary += ", written parts to grade" if sub.needs_manual_grade else ""
+    if reset:
+        summary += f", {len(reset)} hand grade(s) reset (answer changed)"
     try:
         write_feedback_pages(layout, grader, assignment, student)
-        problem = None
     except (OSError, ValueError) as exc:
-        problem = f"feedback: {exc}"
-    return assignment, student, summary, time.perf_counter() - start, problem
+        return summary, f"feedback: {exc}"
+    return summary, None
 
 
 def _submission_secret(path: Path) -> str | None:
@@ -201,7 +406,8 @@ def write_feedback_pages(layout: CourseLayout, grader, assignment: str, student:
     import nbformat
 
     from ..grading.execute import remove_tree
-    from ..grading.feedback import render_feedback, write_feedback
+    from ..grading.feedback import render_bounded, write_feedback
+    from ..grading.report import event, record_events
 
     scores: dict[str, dict] = {}
     with grader.gradebook as gradebook:
@@ -226,9 +432,16 @@ def write_feedback_pages(layout: CourseLayout, grader, assignment: str, student:
     for name, notebook_scores in sorted(scores.items()):
         source = layout.autograded(student, assignment) / f"{name}.ipynb"
         nb = nbformat.read(source, as_version=4)
-        page = render_feedback(nb, notebook_scores, title=f"{assignment}: feedback for {student}")
+        # bounded in time and size (rendering one hostile notebook once took 55 s); a cut is named
+        page, cuts = render_bounded(nb, notebook_scores, title=f"{assignment}: feedback for {student}")
         write_feedback(folder / f"{name}.html", page)
         written.append(folder / f"{name}.html")
+        events = layout.integrity / student / assignment / f"_feedback_{name}.json"
+        if cuts:
+            record_events(events, student, assignment, name, "feedback",
+                          [event("feedback_cut", f"feedback page {name}: {c}") for c in cuts], fresh=True)
+        else:
+            events.unlink(missing_ok=True)
     return written
 
 
@@ -276,48 +489,99 @@ def default_jobs() -> int:
     return cores + 1
 
 
+REFUSED = "_refused"  # under integrity/: events of ids that are not acceptable (no id starts with '_')
+
+
+def record_refused_id(layout: CourseLayout, assignment: str, student: str, stage: str, events: list[dict]) -> None:
+    """Put the events of a refused student id into the report, in a file not named by the id."""
+    name = hashlib.sha256(student.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    record_events(layout.integrity / REFUSED / assignment / f"{stage}-{name}.json", student, assignment,
+                  "(student id)", stage, events, fresh=True)
+
+
+def _students(layout: CourseLayout) -> list[str]:
+    """The folder names of ``submitted/`` (each a claimed student id), sorted."""
+    folder = layout.submitted()
+    if not folder.is_dir():
+        return []
+    with os.scandir(folder) as entries:
+        return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+
+
 def start_run(layout: CourseLayout):
     """Before a grading run: back up the gradebook, list the submissions as jobs
     ``(course root, assignment, student)`` and create their students (so that workers never race
-    to create one). Returns ``(grader, jobs)``."""
+    to create one). A folder of ``submitted/`` whose name is not an acceptable id is not a job: it
+    is named (``bad_name``) and listed as not graded. Returns ``(grader, jobs, refused)``, refused
+    as ``(assignment, student, reason)``."""
     root = layout.root
     grader = api(layout)
     if layout.gradebook_file.exists():
         shutil.copy2(layout.gradebook_file, root / "gradebook.db.bak")
-    work = [(str(root), a, s.name) for a in layout.assignments()
-            for s in sorted(layout.submitted().glob("*")) if (s / a).is_dir()]
+    work, refused = [], []
+    for assignment in layout.assignments():
+        for student in _students(layout):
+            if not (layout.submitted() / student / assignment).is_dir():
+                continue
+            why = id_problem(student)
+            if why is None:
+                work.append((str(root), assignment, student))
+                continue
+            reason = f"bad_name: the student id {why}; not graded"
+            record_refused_id(layout, assignment, student, "grade", [event(
+                "bad_name", f"The folder submitted/{student}/{assignment} names a student id that {why}; "
+                "it was not graded.", path=f"submitted/{student}/{assignment}")])
+            refused.append((assignment, student, reason))
     with grader.gradebook as gradebook:
         for student in sorted({s for _, _, s in work}):
             gradebook.update_or_create_student(student)
-    return grader, work
+    return grader, work, refused
 
 
 def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed: float, where: str) -> int:
     """After a grading run: grades.csv, the integrity report, the summary line and every submission
-    not graded with its reason. Returns the exit status (1 when some submission was not graded)."""
+    not graded with its reason. Returns the exit status (1 when some submission was not graded,
+    or grades.csv or the report could not be written)."""
     from ..grading.report import write_integrity_report
 
-    changed = export_grades(grader, layout.grades_csv)
+    status = 1 if failures else 0
+    try:
+        changed = export_grades(grader, layout.grades_csv)
+    except (OSError, ValueError) as exc:
+        print(f"could not write {layout.grades_csv}: {terminal_text(exc)}", file=sys.stderr)
+        changed, status = [], 1
     if changed:
         print(f"{len(changed)} autograded score(s) changed by hand in the Formgrader (the overridden "
               "column of grades.csv):")
         for line in changed:
-            print(f"  {line}")
-    print(f"integrity report: {write_integrity_report(layout.root)}")
-    print(f"graded {count} submissions in {elapsed:.1f} s {where}; "
+            print(f"  {terminal_text(line)}")
+    try:
+        print(f"integrity report: {write_integrity_report(layout.root)}")
+    except (OSError, ValueError) as exc:
+        print(f"could not write the integrity report: {terminal_text(exc)}", file=sys.stderr)
+        status = 1
+    left = f" ({len(failures)} not graded or with a problem, listed below)" if failures else ""
+    print(f"graded {count - len(failures)} submissions{left} in {elapsed:.1f} s {where}; "
           f"grades: {layout.grades_csv}; feedback: {layout.root / 'feedback'}")
     for assignment, student, reason in failures:
-        print(f"could not grade {student} {assignment}: {reason}", file=sys.stderr)
-    return 1 if failures else 0
+        print(f"could not grade {terminal_text(student)} {terminal_text(assignment)}: {terminal_text(reason)}",
+              file=sys.stderr)
+    return status
+
+
+def progress_line(k: int, total: int, student: str, assignment: str, summary: str, seconds: float) -> str:
+    """One line of progress, with whatever a submission could put into it shown as text."""
+    took = "" if seconds != seconds else f" ({seconds:.1f} s)"  # NaN: the task never returned
+    return f"[{k}/{total}] {terminal_text(student)} {terminal_text(assignment)}: {terminal_text(summary)}{took}"
 
 
 def grade(layout: CourseLayout, jobs: int | None = None) -> int:
     """Autograde every submission, ``jobs`` at a time (:func:`default_jobs` by default)."""
     from ..grading.sandbox import zygote_running
 
-    grader, work = start_run(layout)
+    grader, work, failures = start_run(layout)
     jobs = jobs or default_jobs()
-    failures = []
+    count = len(work) + len(failures)
     start = time.perf_counter()
     # one zygote for the run (the workers inherit its name): every kernel starts as a copy of it
     with zygote_running():
@@ -325,14 +589,26 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
             results = map(_autograde_one, work)
         else:
             pool = worker_pool(jobs)
-            results = pool.map(_autograde_one, work)
+            results = _pool_results(pool, work)
         for k, (assignment, student, summary, seconds, problem) in enumerate(results, 1):
-            print(f"[{k}/{len(work)}] {student} {assignment}: {summary} ({seconds:.1f} s)", flush=True)
+            print(progress_line(k, len(work), student, assignment, summary, seconds), flush=True)
             if problem:
                 failures.append((assignment, student, problem))
         if jobs != 1:
             pool.shutdown()
-    return finish_run(layout, grader, len(work), failures, time.perf_counter() - start, f"with {jobs} worker(s)")
+    return finish_run(layout, grader, count, failures, time.perf_counter() - start, f"with {jobs} worker(s)")
+
+
+def _pool_results(pool, work):
+    """The result of every job, in order; a job whose worker process died is its own failure."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    futures = [pool.submit(_autograde_one, job) for job in work]
+    for (_, assignment, student), future in zip(work, futures, strict=True):
+        try:
+            yield future.result()
+        except BrokenProcessPool as exc:
+            yield assignment, student, "NOT GRADED", float("nan"), f"its worker process died ({exc})"
 
 
 def return_feedback(layout: CourseLayout) -> int:
@@ -375,15 +651,25 @@ def collect(layout: CourseLayout, assignment: str) -> int:
     if not inbound.is_dir():
         print(f"nothing to collect: {inbound} does not exist", file=sys.stderr)
         return 1
-    from ..grading.report import record_events
-
-    results = take(inbound, layout.submitted(), assignment, sources=_sources(layout, assignment))
+    try:
+        check_owner = owner_check(api(layout).config)
+    except ValueError as exc:
+        print(f"rbtutor.course collect: {exc}", file=sys.stderr)
+        return 2
+    results = take(inbound, layout.submitted(), assignment, sources=_sources(layout, assignment),
+                   check_owner=check_owner)
+    taken = 0
     for student, intake in results:
         # what was refused in the exchange is in the integrity report until the next collect
-        record_events(layout.integrity / student / assignment / "_collect.json", student, assignment,
-                      "(exchange entry)", "collect", intake.events, fresh=True)
-        refused = [e for e in intake.events]
-        print(f"{student} {assignment}: {len(intake.taken)} file(s) taken"
-              + (f", {len(refused)} problem(s): " + "; ".join(e["message"] for e in refused) if refused else ""))
-    print(f"collected {assignment} from {len(results)} student(s) into {layout.submitted()}")
+        if id_problem(student):
+            record_refused_id(layout, assignment, student, "collect", intake.events)
+        else:
+            record_events(layout.integrity / student / assignment / "_collect.json", student, assignment,
+                          "(exchange entry)", "collect", intake.events, fresh=True)
+        taken += bool(intake.taken)
+        problems = "; ".join(e["message"] for e in intake.events)
+        print(terminal_text(f"{student} {assignment}: {len(intake.taken)} file(s) taken"
+                            + (f", {len(intake.events)} problem(s): {problems}" if problems else "")))
+    owners = "checked" if check_owner else "not checked (c.ExchangeCollect.check_owner = False)"
+    print(f"collected {assignment} from {taken} student(s) into {layout.submitted()}; entry owners {owners}")
     return 0

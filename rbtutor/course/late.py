@@ -11,8 +11,15 @@ due, an ISO 8601 date and time with its time zone::
 list has no due date. When there is no file, the gradebook's due dates are left as they are (for
 example set with ``nbgrader db assignment add problem03 --duedate=...``).
 
-The late policy. A submission is late when the time nbgrader's ``submit`` wrote into its
-``timestamp.txt`` is after the due date; nbgrader then marks it late in the gradebook and asks
+The late policy. A submission is late when its submission time is after the due date. That
+time is the one the student cannot set: when the exchange entry appeared (the newest ctime of
+the entry and of everything in it), never earlier than the time in the entry's name, kept in
+the receipt ``collect`` writes (:func:`rbtutor.grading.intake.collect`) and put by ``grade``
+into the grader's own copy as the ``timestamp.txt`` nbgrader reads
+(:func:`rbtutor.course.grade.submission_time`). The ``timestamp.txt`` nbgrader's ``submit``
+wrote is only the student's claim: it is kept, compared (``timestamp_mismatch`` in the
+integrity report when it is more than a minute off) and never used. nbgrader then marks a
+late submission late in the gradebook and asks
 the late-penalty plugin, :class:`PercentPerDay`, for each notebook's penalty: a fixed share
 (``PercentPerDay.percent_per_day``, 10 % by default) of the notebook's score for every day
 or part of a day after the due date, never more than the score itself, so a late score is never

@@ -10,7 +10,11 @@ and rbtutor's own commands then see the same configuration:
 * autograding runs the grading pipeline of :mod:`rbtutor.grading`: cells restored
   and scanned before execution; execution in the confined kernel
   (:mod:`rbtutor.grading.sandbox`) in a throwaway folder, bounded in time and
-  output; the handed-in values judged in the grading process.
+  output; the handed-in values judged in the grading process;
+* ``python -m rbtutor.course collect`` checks that each exchange entry belongs to the Unix
+  account of the student it names, as nbgrader's setting ``c.ExchangeCollect.check_owner``
+  (default True) asks; set it to False for an exchange where one service account owns every
+  entry (see :func:`owner_check`).
 """
 
 from __future__ import annotations
@@ -87,6 +91,24 @@ def configure(c, root: str | os.PathLike) -> None:
     c.AssignLatePenalties.plugin_class = PercentPerDay
     c.Execute.timeout = 120
     c.BoundedExecute.notebook_timeout = 300
+
+
+def owner_check(config) -> bool:
+    """Whether ``collect`` checks the owners of exchange entries: ``c.ExchangeCollect.check_owner``.
+
+    nbgrader's own collect reads the same setting (and only warns); rbtutor's refuses an entry
+    that belongs to another account than the student it names. Default True.
+
+    Raises
+    ------
+    ValueError
+        The setting is not True or False.
+    """
+    section = config.ExchangeCollect
+    value = section.check_owner if "check_owner" in section else True
+    if not isinstance(value, bool):
+        raise ValueError(f"expected c.ExchangeCollect.check_owner to be True or False, got {value!r}")
+    return value
 
 
 def share_gradebook_engines() -> None:

@@ -976,7 +976,7 @@ def _list_inbound(inbound_fd: int, inbound: Path, assignment: str, limits: Limit
             why = id_problem(student)
             reason = (f"names a student id that {why}" if why else
                       "is not named student+assignment+timestamp[+random] with a time from 1970 on")
-            bad.setdefault(_show(student), []).append(event(
+            bad.setdefault(student, []).append(event(
                 "bad_name", f"The exchange entry {_show(entry.name)} {reason}; it was not collected.",
                 path=_show(entry.name)))
     return candidates, bad
