@@ -554,3 +554,48 @@ def test_owner_check_setting_is_nbgraders():
     config.ExchangeCollect.check_owner = "no"
     with pytest.raises(ValueError, match="True or False"):
         owner_check(config)
+
+
+@pytest.fixture
+def exchange_course(accounts):
+    """A Problem 3 course whose exchange inbound every account may write, on a path they can reach."""
+    from test_assignments import ROOT
+
+    top = Path(tempfile.mkdtemp(prefix="rbt-rec-", dir="/tmp"))
+    course = top / "course"
+    (course / "exercises").mkdir(parents=True)
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises" / NAME, course / "exercises" / NAME,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    inbound = course / "exchange" / "rbtutor" / "inbound"
+    inbound.mkdir(parents=True)
+    for folder in (top, course, course / "exchange", course / "exchange" / "rbtutor"):
+        os.chmod(folder, 0o755)
+    os.chmod(inbound, 0o1777)
+    yield course
+    shutil.rmtree(top)
+
+
+def test_collect_command_names_the_planter_and_follows_the_course_setting(exchange_course, capsys):
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.grade import collect as collect_command
+
+    a, b = ACCOUNTS
+    inbound = exchange_course / "exchange" / "rbtutor" / "inbound"
+    as_user(a, inbound / f"{a}+{NAME}+{stamp(dt.timedelta(hours=1))}+aa", stamp(dt.timedelta(hours=1)), "mine = 9")
+    as_user(b, inbound / f"{a}+{NAME}+{stamp(dt.timedelta(hours=5))}+bb", stamp(dt.timedelta(hours=5)), "blank = 0")
+    layout = CourseLayout(exchange_course)
+    assert collect_command(layout, NAME) == 0
+    assert "entry owners checked" in capsys.readouterr().out
+    assert first_source(layout.submitted(a, NAME)) == "mine = 9"
+    victim = json.loads((layout.integrity / a / NAME / "_collect.json").read_text())
+    assert [e["kind"] for e in victim["stages"]["collect"]] == ["wrong_owner"]
+    planter = json.loads((layout.integrity / b / NAME / "_planted.json").read_text())
+    assert [(e["kind"], e["named"]) for e in planter["stages"]["collect"]] == [("planted_entry", a)]
+
+    with layout.config.open("a") as config:  # the course turns the check off (one service account)
+        config.write("\nget_config().ExchangeCollect.check_owner = False  # noqa: F821\n")
+    assert collect_command(layout, NAME) == 0
+    assert "entry owners not checked" in capsys.readouterr().out
+    assert first_source(layout.submitted(a, NAME)) == "blank = 0"
+    assert not (layout.integrity / b / NAME / "_planted.json").exists()

@@ -636,6 +636,38 @@ def return_feedback(layout: CourseLayout) -> int:
     return 1 if failures else 0
 
 
+PLANTED = "_planted.json"  # in integrity/<owner>/<assignment>/: entries the owner made under other names
+
+
+def record_planted(layout: CourseLayout, assignment: str, results) -> None:
+    """Name the owner of every refused ``wrong_owner`` entry in the owner's own part of the report.
+
+    The student an entry named gets the ``wrong_owner`` event; the account that made it gets a
+    ``planted_entry`` event (when its name is an acceptable id), so that the report points at
+    who did it. Files of an earlier collect of ``assignment`` that this one no longer supports
+    are removed.
+    """
+    planted: dict[str, list[dict]] = {}
+    for student, intake in results:
+        for found in intake.events:
+            if found["kind"] != "wrong_owner":
+                continue
+            for owner in found.get("owner", []):
+                planted.setdefault(owner, []).append(event(
+                    "planted_entry", f"This account owns the exchange entry {found['path']} (or something in "
+                    f"it), which names another student ({student}); it was not collected.",
+                    path=found["path"], named=student))
+    for old in layout.integrity.glob(f"*/{assignment}/{PLANTED}"):
+        if old.parent.parent.name not in planted:
+            old.unlink()
+    for owner, events in planted.items():
+        if id_problem(owner):
+            record_refused_id(layout, assignment, owner, "planted", events)
+        else:
+            record_events(layout.integrity / owner / assignment / PLANTED, owner, assignment,
+                          "(exchange entry)", "collect", events, fresh=True)
+
+
 def collect(layout: CourseLayout, assignment: str) -> int:
     """Take every student's newest submission of ``assignment`` from the exchange into ``submitted/``.
 
@@ -658,6 +690,7 @@ def collect(layout: CourseLayout, assignment: str) -> int:
         return 2
     results = take(inbound, layout.submitted(), assignment, sources=_sources(layout, assignment),
                    check_owner=check_owner)
+    record_planted(layout, assignment, results)
     taken = 0
     for student, intake in results:
         # what was refused in the exchange is in the integrity report until the next collect
