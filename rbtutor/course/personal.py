@@ -51,23 +51,22 @@ def student_id_of(coursedir) -> str:
     return given if given != "*" else get_username()
 
 
-def personalise(path: Path, data: dict, student_id: str) -> bool:
-    """Rewrite the ``problem_data`` cell of the notebook ``path`` with ``student_id``'s variant.
+def personalise_notebook(nb, data: dict, student_id: str, name: str = "the notebook") -> bool:
+    """Rewrite the ``problem_data`` cells of the notebook node ``nb`` with ``student_id``'s variant, in place.
 
     Returns whether the notebook had such a cell (and was rewritten). The problem number
-    comes from the cell's own first line (``# Problem N data ...``, as rendered).
+    comes from the cell's own first line (``# Problem N data ...``, as rendered); ``name``
+    names the notebook in the error message.
 
     Raises
     ------
     ValueError
         If the data cell does not say which problem it belongs to.
     """
-    import nbformat
     from nbgrader.utils import compute_checksum
 
     from ..problems.variants import variant
 
-    nb = nbformat.read(path, as_version=4)
     done = False
     own = variant(data, student_id)
     for cell in nb.cells:
@@ -76,13 +75,23 @@ def personalise(path: Path, data: dict, student_id: str) -> bool:
             continue
         match = _HEADER.match(cell.source)
         if match is None:
-            raise ValueError(f"{path}: the {DATA_ID} cell does not start with '# Problem N data'")
+            raise ValueError(f"{name}: the {DATA_ID} cell does not start with '# Problem N data'")
         cell.source = data_source(int(match.group(1)), own)
         if "checksum" in meta:
             meta["checksum"] = compute_checksum(cell)
         done = True
     if done:
         fill_markdown(nb, own)  # the text that quotes the numbers quotes the student's own
+    return done
+
+
+def personalise(path: Path, data: dict, student_id: str) -> bool:
+    """:func:`personalise_notebook` on the notebook file ``path``, written back when it changed."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    done = personalise_notebook(nb, data, student_id, name=str(path))
+    if done:
         nbformat.write(nb, path)
     return done
 

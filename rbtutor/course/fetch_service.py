@@ -1,0 +1,294 @@
+"""Step: personalised fetch. A JupyterHub service that gives a student the released notebook with their own numbers.
+
+On the course hub nothing a student runs can compute a key: their server and kernel run from
+environments without rbtutor, and the course data with its salt are readable by the
+instructor and this service only. So a student's Fetch cannot write their own numbers into
+the notebook itself; it asks this service, which runs beside the hub as a Unix user of its
+own (``python -m rbtutor.course.fetch_service``, a managed service named :data:`SERVICE_NAME`),
+at ``/services/rbtutor-fetch/``:
+
+``POST api/personalise``
+    Body ``{"assignment": "problem03", "notebook": "problem03.ipynb"}`` (the notebook's path
+    inside the released assignment, ``/``-separated), authenticated with the student's own hub
+    token (``Authorization: token ...``; the Fetch of the students' servers sends the server's
+    ``JUPYTERHUB_API_TOKEN``). The student is whoever the hub says owns the token: nothing in
+    the request names them, so no one can ask for a classmate's numbers. The reply is
+    ``{"notebook": ...}``: the released notebook (read from the exchange's outbound folder, not
+    from the student) with its data cells and the text quoting the numbers rewritten with that
+    student's variant (:func:`rbtutor.course.personal.personalise_notebook`), or unchanged when
+    the course data switch variants off.
+
+Refusals get a 4xx reply whose JSON body ``{"error": ...}`` says why: a body over
+:data:`MAX_BODY` bytes (413), a body that is not a JSON object with exactly those two text
+fields, or names with other characters than letters, digits, ``_ . -`` (400), no token (401),
+a token that is not a user's, or a user whose name is not an acceptable student id
+(:func:`rbtutor.grading.student_ids.check_id`: the reserved ``reference`` and the instructor
+among them) (403), no such released notebook (404), a released folder or notebook that is a
+link, is not owned by the instructors or root, or is writable by others (409).
+
+Configuration comes from the environment the hub gives the service: ``RBTUTOR_OUTBOUND`` (the
+exchange's ``<course>/outbound`` folder), ``RBTUTOR_COURSE_DATA`` (the course data file),
+``RBTUTOR_RELEASERS`` (comma-separated accounts whose files in the exchange are trusted,
+besides root) and JupyterHub's own ``JUPYTERHUB_*`` variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+SERVICE_NAME = "rbtutor-fetch"
+#: requests with a longer body are refused (413)
+MAX_BODY = 4 * 1024
+#: a released notebook larger than this is refused (the exchange is the instructor's, but a cap costs nothing)
+MAX_NOTEBOOK = 16 * 1024 * 1024
+#: one name of an assignment, folder or notebook, as nbgrader and the course name them
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+#: the deepest notebook path inside an assignment
+MAX_DEPTH = 4
+FIELDS = ("assignment", "notebook")
+
+
+class FetchRefused(Exception):
+    """A request the service does not answer; ``status`` is the HTTP status, the message says why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def parse_request(body: bytes) -> tuple[str, list[str]]:
+    """The assignment and the notebook's path parts a request body names; :class:`FetchRefused` (400) otherwise."""
+    if len(body) > MAX_BODY:
+        raise FetchRefused(413, f"the request is larger than {MAX_BODY} bytes")
+    try:
+        request = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FetchRefused(400, f"expected a JSON object, got text that does not parse: {exc}") from None
+    if not isinstance(request, dict):
+        raise FetchRefused(400, f"expected a JSON object, got a {type(request).__name__}")
+    if sorted(request) != sorted(FIELDS):
+        extra, missing = sorted(set(request) - set(FIELDS)), sorted(set(FIELDS) - set(request))
+        raise FetchRefused(400, f"expected exactly the fields {', '.join(FIELDS)}; "
+                                f"unknown: {extra or 'none'}, missing: {missing or 'none'}")
+    assignment, notebook = request["assignment"], request["notebook"]
+    if not isinstance(assignment, str) or not NAME.fullmatch(assignment):
+        raise FetchRefused(400, "expected an assignment name of letters, digits, '_', '.', '-', "
+                                f"got {assignment!r:.80}")
+    if not isinstance(notebook, str):
+        raise FetchRefused(400, f"expected the notebook's path as text, got a {type(notebook).__name__}")
+    parts = notebook.split("/")
+    if len(parts) > MAX_DEPTH or not all(NAME.fullmatch(p) and p not in (".", "..") for p in parts) \
+            or not notebook.endswith(".ipynb"):
+        raise FetchRefused(400, f"expected a notebook path of at most {MAX_DEPTH} names of letters, digits, "
+                                f"'_', '.', '-' ending in .ipynb, got {notebook!r:.120}")
+    return assignment, parts
+
+
+def _trusted(fd: int, shown: str, releasers: frozenset[int], directory: bool) -> None:
+    """Refuse (409) an exchange entry that is not the instructors' own, or that others may change."""
+    info = os.fstat(fd)
+    kind_ok = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
+    if not kind_ok:
+        raise FetchRefused(409, f"the released {shown} is not a {'folder' if directory else 'regular file'}")
+    if info.st_uid not in releasers:
+        raise FetchRefused(409, f"the released {shown} belongs to uid {info.st_uid}, not to an instructor")
+    if info.st_mode & 0o022:
+        raise FetchRefused(409, f"the released {shown} may be changed by others (mode {info.st_mode & 0o7777:o})")
+
+
+def read_released(outbound: Path, assignment: str, parts: list[str], releasers: frozenset[int]) -> bytes:
+    """The bytes of ``outbound/assignment/parts...``, reached without following links.
+
+    Every folder from the course's exchange folder (the parent of ``outbound``) down, and the
+    notebook itself, must belong to root or a releaser and not be writable by others: the
+    exchange is writable by every user, and a student's file must never be taken for a release.
+    """
+    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    chain = [(str(outbound.parent), "course folder"), ("outbound", "outbound folder"), (assignment, assignment)]
+    chain += [(name, "/".join([assignment, *parts[:k + 1]])) for k, name in enumerate(parts[:-1])]
+    opened: list[int] = []
+    try:
+        for name, shown in chain:
+            try:
+                fd = os.open(name, flags_dir, dir_fd=opened[-1] if opened else None)
+            except FileNotFoundError:
+                raise FetchRefused(404, f"no released assignment or folder {shown}") from None
+            except (NotADirectoryError, OSError) as exc:
+                raise FetchRefused(409, f"the released {shown} cannot be opened as a folder: {exc.strerror}") from None
+            opened.append(fd)
+            _trusted(fd, shown, releasers, directory=True)
+        shown = "/".join([assignment, *parts])
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=opened[-1])
+        except FileNotFoundError:
+            raise FetchRefused(404, f"no released notebook {shown}") from None
+        except OSError as exc:
+            raise FetchRefused(409, f"the released notebook {shown} cannot be opened: {exc.strerror}") from None
+        opened.append(fd)
+        _trusted(fd, f"notebook {shown}", releasers, directory=False)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_NOTEBOOK + 1)
+        if len(data) > MAX_NOTEBOOK:
+            raise FetchRefused(409, f"the released notebook {shown} is larger than {MAX_NOTEBOOK >> 20} MiB")
+        return data
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class FetchCore:
+    """What the service does, without the web server: ``personalised(student, body)``."""
+
+    outbound: Path
+    data_file: Path
+    releasers: frozenset[int]
+
+    def personalised(self, student: str, body: bytes) -> dict:
+        """The notebook the request in ``body`` names, with ``student``'s numbers, as a JSON-ready dict."""
+        import nbformat
+
+        from ..grading.student_ids import check_id
+        from ..problems.variants import load_course_data, per_student
+        from .personal import personalise_notebook
+
+        try:
+            check_id(student)
+        except ValueError as exc:
+            raise FetchRefused(403, f"no personal notebook for this account: {exc}") from None
+        assignment, parts = parse_request(body)
+        raw = read_released(self.outbound, assignment, parts, self.releasers)
+        try:
+            nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise FetchRefused(409, f"the released notebook {'/'.join(parts)} is not a notebook: {exc}") from None
+        data = load_course_data(self.data_file)
+        if per_student(data):
+            personalise_notebook(nb, data, student, name="/".join([assignment, *parts]))
+        return nb
+
+
+def releaser_uids(names: str) -> frozenset[int]:
+    """Root and the uids of the comma-separated account ``names`` (an unknown account is an error)."""
+    uids = {0}
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            raise ValueError(f"expected an account name in RBTUTOR_RELEASERS, got {name!r}: no such user") from None
+    return frozenset(uids)
+
+
+def service_entry(outbound, data_file, python: str, user: str, releasers: list[str],
+                  url: str = "http://127.0.0.1:10102") -> tuple[dict, list[dict]]:
+    """The hub configuration of the service: ``(service, roles)`` for ``c.JupyterHub.services`` and
+    ``c.JupyterHub.load_roles``.
+
+    The service itself needs no scope: it learns whom a token belongs to from the hub with that
+    token. The second role, given to the course's groups by the caller, lets users reach it.
+    """
+    service = {"name": SERVICE_NAME, "url": url, "user": user, "cwd": "/",
+               "command": [python, "-m", "rbtutor.course.fetch_service"],
+               "environment": {"RBTUTOR_OUTBOUND": str(outbound), "RBTUTOR_COURSE_DATA": str(data_file),
+                               "RBTUTOR_RELEASERS": ",".join(releasers)},
+               "oauth_no_confirm": True}
+    roles = [{"name": f"{SERVICE_NAME}-user", "scopes": [f"access:services!service={SERVICE_NAME}"]}]
+    return service, roles
+
+
+def make_app(core: FetchCore, prefix: str):
+    """The tornado application of the service under ``prefix`` (``/services/rbtutor-fetch/``)."""
+    import secrets
+
+    from jupyterhub.services.auth import HubAuth, HubAuthenticated
+    from jupyterhub.utils import url_path_join
+    from tornado import web
+
+    auth = HubAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)
+
+    @web.stream_request_body
+    class PersonaliseHandler(HubAuthenticated, web.RequestHandler):
+        def initialize(self):
+            self.hub_auth = auth
+
+        def prepare(self):
+            self._chunks, self._size = [], 0
+            length = self.request.headers.get("Content-Length")
+            if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+                raise web.HTTPError(413, f"the request is larger than {MAX_BODY} bytes")
+
+        def check_xsrf_cookie(self):
+            # only a token in the Authorization header is taken (a browser never sends one on its
+            # own, so there is no forgery to guard against); anything else is unauthenticated
+            if not self.hub_auth.get_token(self, in_cookie=False):
+                raise web.HTTPError(401, "a hub token is needed (Authorization: token ...)")
+
+        def get_login_url(self):
+            raise web.HTTPError(401, "a hub token of a course user is needed (Authorization: token ...)")
+
+        def data_received(self, chunk):
+            self._size += len(chunk)
+            if self._size > MAX_BODY:
+                raise web.HTTPError(413, f"the request is larger than {MAX_BODY} bytes")
+            self._chunks.append(chunk)
+
+        def write_error(self, status_code, **kwargs):
+            exc = kwargs.get("exc_info", (None, None))[1]
+            message = getattr(exc, "log_message", None) or self._reason
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"error": message}))
+
+        async def post(self):
+            user = self.current_user
+            if not user:
+                raise web.HTTPError(401, "a hub token of a course user is needed (Authorization: token ...)")
+            if user.get("kind", "user") != "user":
+                raise web.HTTPError(403, "only users' tokens can fetch a personal notebook")
+            try:
+                nb = core.personalised(user["name"], b"".join(self._chunks))
+            except FetchRefused as refused:
+                raise web.HTTPError(refused.status, refused.message) from None
+            self.log.info("rbtutor-fetch: personal notebook for %s", user["name"])
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"notebook": nb}))
+
+    return web.Application([(url_path_join(prefix, "api/personalise"), PersonaliseHandler)],
+                           cookie_secret=secrets.token_bytes(32), xsrf_cookies=True)
+
+
+def main() -> int:
+    """Run the service with the configuration the hub passes in the environment."""
+    import asyncio
+    from urllib.parse import urlparse
+
+    from tornado.httpserver import HTTPServer
+
+    outbound = Path(os.environ.get("RBTUTOR_OUTBOUND", ""))
+    data_file = Path(os.environ.get("RBTUTOR_COURSE_DATA", ""))
+    if not outbound.is_absolute() or not data_file.is_file():
+        raise SystemExit(f"rbtutor-fetch: RBTUTOR_OUTBOUND must be an absolute path and RBTUTOR_COURSE_DATA a "
+                         f"readable file, got {str(outbound)!r} and {str(data_file)!r}")
+    core = FetchCore(outbound, data_file, releaser_uids(os.environ.get("RBTUTOR_RELEASERS", "")))
+    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
+    bind = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10102"))
+    app = make_app(core, prefix)
+
+    async def serve():
+        server = HTTPServer(app, xheaders=True)
+        server.listen(bind.port or 80, bind.hostname or "127.0.0.1")
+        print(f"rbtutor-fetch: serving {prefix} on {bind.geturl()} from {outbound}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,221 @@
+"""The personalising Fetch service (rbtutor.course.fetch_service) and the students' Fetch (hub/rbtutor_fetch.py).
+
+Without a hub: the request parser refuses every malformed body with a reason; released
+notebooks are read only when every folder on the way and the file are the instructors' (no
+link, no foreign owner, not writable by others); a student gets their own numbers, reserved
+ids none; and the students' Fetch writes what the service returns, or leaves no copy behind
+when it fails. ``tests/test_hub.py`` runs both on the hub, with real accounts and tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from rbtutor.course.fetch_service import MAX_BODY, FetchCore, FetchRefused, parse_request, read_released
+from rbtutor.course.render import data_source
+from rbtutor.problems.variants import load_course_data, variant
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "exercises" / "problem03" / "problem03.ipynb"
+sys.path.insert(0, str(ROOT / "hub"))
+
+
+def body(**fields) -> bytes:
+    return json.dumps(fields).encode()
+
+
+@pytest.mark.parametrize("raw, status, words", [
+    (b"{", 400, "does not parse"),
+    (b"\xff\xfe", 400, "does not parse"),
+    (b"[]", 400, "got a list"),
+    (body(assignment="problem03"), 400, "missing: ['notebook']"),
+    (body(assignment="problem03", notebook="problem03.ipynb", student="student2"), 400, "unknown: ['student']"),
+    (body(assignment="../outbound", notebook="problem03.ipynb"), 400, "assignment name"),
+    (body(assignment="", notebook="problem03.ipynb"), 400, "assignment name"),
+    (body(assignment=["problem03"], notebook="problem03.ipynb"), 400, "assignment name"),
+    (body(assignment="problem03", notebook="../problem04/problem04.ipynb"), 400, "notebook path"),
+    (body(assignment="problem03", notebook="/etc/passwd.ipynb"), 400, "notebook path"),
+    (body(assignment="problem03", notebook="a/./b.ipynb"), 400, "notebook path"),
+    (body(assignment="problem03", notebook="problem03.py"), 400, "notebook path"),
+    (body(assignment="problem03", notebook="a/b/c/d/e.ipynb"), 400, "notebook path"),
+    (body(assignment="problem03", notebook=7), 400, "as text, got a int"),
+    (b" " * (MAX_BODY + 1), 413, "larger than"),
+])
+def test_malformed_requests_are_refused_with_a_reason(raw, status, words):
+    with pytest.raises(FetchRefused) as refused:
+        parse_request(raw)
+    assert refused.value.status == status and words in refused.value.message, refused.value.message
+
+
+def test_a_wellformed_request():
+    assert parse_request(body(assignment="problem03", notebook="sub/problem03.ipynb")) == \
+        ("problem03", ["sub", "problem03.ipynb"])
+
+
+@pytest.fixture
+def exchange(tmp_path):
+    """An exchange course folder with problem03 released by the current user (the releaser)."""
+    outbound = tmp_path / "exchange" / "rbtutor" / "outbound"
+    (outbound / "problem03").mkdir(parents=True)
+    for folder in (tmp_path / "exchange" / "rbtutor", outbound, outbound / "problem03"):
+        folder.chmod(0o755)
+    shutil.copy(SOURCE, outbound / "problem03" / "problem03.ipynb")
+    (outbound / "problem03" / "problem03.ipynb").chmod(0o644)
+    return outbound
+
+
+def refused(outbound, notebook="problem03.ipynb", assignment="problem03") -> FetchRefused:
+    with pytest.raises(FetchRefused) as caught:
+        read_released(outbound, assignment, notebook.split("/"), frozenset({os.getuid()}))
+    return caught.value
+
+
+def test_released_notebooks_are_read_only_when_they_are_the_instructors(exchange):
+    mine = frozenset({os.getuid()})
+    assert read_released(exchange, "problem03", ["problem03.ipynb"], mine) == SOURCE.read_bytes()
+    assert refused(exchange, "other.ipynb").status == 404
+    assert refused(exchange, assignment="problem04").status == 404
+    # a link planted where a notebook or a folder is expected
+    (exchange / "problem03" / "linked.ipynb").symlink_to(exchange / "problem03" / "problem03.ipynb")
+    assert refused(exchange, "linked.ipynb").status == 409
+    (exchange / "problem05").symlink_to(exchange / "problem03")
+    assert refused(exchange, assignment="problem05").status == 409
+    # a file others may change
+    (exchange / "problem03" / "problem03.ipynb").chmod(0o666)
+    assert "changed by others" in refused(exchange).message
+    (exchange / "problem03" / "problem03.ipynb").chmod(0o644)
+    exchange.chmod(0o777)
+    assert "outbound folder may be changed by others" in refused(exchange).message
+    exchange.chmod(0o755)
+    # a folder in place of the notebook, a fifo
+    (exchange / "problem03" / "dir.ipynb").mkdir()
+    assert refused(exchange, "dir.ipynb").status == 409
+    os.mkfifo(exchange / "problem03" / "pipe.ipynb")
+    assert "not a regular file" in refused(exchange, "pipe.ipynb").message
+
+
+def test_files_of_another_owner_are_not_taken(exchange):
+    if os.geteuid() != 0:
+        pytest.skip("giving a file another owner needs root")
+    planted = exchange / "problem03" / "problem03.ipynb"
+    os.chown(planted, 65534, 65534)
+    assert "belongs to uid 65534, not to an instructor" in refused(exchange).message
+    os.chown(planted, 0, 0)  # root's release is trusted
+    assert read_released(exchange, "problem03", ["problem03.ipynb"], frozenset({os.getuid()}))
+
+
+def core_for(exchange, tmp_path, per_student=True) -> FetchCore:
+    data_file = tmp_path / "problem_data.yaml"
+    data_file.write_text(f"variants: {{per_student: {str(per_student).lower()}, salt: test-fetch}}\n")
+    return FetchCore(exchange, data_file, frozenset({os.getuid()}))
+
+
+def data_cell_of(nb: dict) -> str:
+    cells = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "problem_data"]
+    assert len(cells) == 1, f"{len(cells)} data cells"
+    return "".join(cells[0]["source"])
+
+
+def test_each_student_gets_their_own_numbers_and_reserved_ids_none(exchange, tmp_path):
+    core = core_for(exchange, tmp_path)
+    data = load_course_data(core.data_file)
+    request = body(assignment="problem03", notebook="problem03.ipynb")
+    cells = {s: data_cell_of(core.personalised(s, request)) for s in ("student1", "student2")}
+    for student, text in cells.items():
+        assert text == data_source(3, variant(data, student)), student
+    assert cells["student1"] != cells["student2"]
+    assert data_cell_of(json.loads(SOURCE.read_text())) not in cells.values()
+    for reserved in ("reference", "instructor", "Reference", "", "a/b", "*"):
+        with pytest.raises(FetchRefused) as caught:
+            core.personalised(reserved, request)
+        assert caught.value.status == 403 and "expected a student id" in caught.value.message, caught.value.message
+
+
+def test_without_variants_the_released_notebook_comes_back(exchange, tmp_path):
+    core = core_for(exchange, tmp_path, per_student=False)
+    nb = core.personalised("student1", body(assignment="problem03", notebook="problem03.ipynb"))
+    assert data_cell_of(nb) == data_cell_of(json.loads(SOURCE.read_text()))
+
+
+# --- the students' Fetch (hub/rbtutor_fetch.py) against a stand-in service
+class _Service(BaseHTTPRequestHandler):
+    replies: dict = {}
+    seen: list = []
+
+    def do_POST(self):  # noqa: N802 - the http.server name
+        length = int(self.headers["Content-Length"])
+        _Service.seen.append((self.path, self.headers["Authorization"], json.loads(self.rfile.read(length))))
+        status, reply = _Service.replies["next"]
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps(reply).encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stand_in():
+    server = HTTPServer(("127.0.0.1", 0), _Service)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Service.seen.clear()
+    yield server, f"http://127.0.0.1:{server.server_address[1]}/services/rbtutor-fetch/"
+    server.shutdown()
+
+
+def fetch_as_student(exchange, home, url, monkeypatch):
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    from rbtutor_fetch import ServiceFetchAssignment
+
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "the-servers-token")
+    monkeypatch.chdir(home)
+    config = Config()
+    config.Exchange.root = str(exchange.parents[1])
+    config.Exchange.path_includes_course = False
+    config.CourseDirectory.course_id = "rbtutor"
+    config.CourseDirectory.assignment_id = "problem03"
+    config.ServiceFetchAssignment.service_url = url
+    coursedir = CourseDirectory(config=config)
+    fetch = ServiceFetchAssignment(coursedir=coursedir, authenticator=Authenticator(config=config), config=config)
+    fetch.assignment_dir = str(home)
+    fetch.start()
+
+
+def test_the_students_fetch_writes_what_the_service_returns(exchange, tmp_path, stand_in, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    personal = json.loads(SOURCE.read_text())
+    personal["cells"][0]["source"] = "# the student's own version"
+    _Service.replies["next"] = (200, {"notebook": personal})
+    fetch_as_student(exchange, home, stand_in[1], monkeypatch)
+    path, token, request = _Service.seen[0]
+    assert path == "/services/rbtutor-fetch/api/personalise" and token == "token the-servers-token"
+    assert request == {"assignment": "problem03", "notebook": "problem03.ipynb"}
+    written = nbformat.read(home / "problem03" / "problem03.ipynb", as_version=4)
+    assert written.cells[0].source == "# the student's own version"
+
+
+@pytest.mark.parametrize("reply", [(403, {"error": "expected a student id, got 'reference'"}), (200, {"nb": 1})])
+def test_a_failed_personal_fetch_leaves_no_copy(exchange, tmp_path, stand_in, monkeypatch, reply):
+    from nbgrader.exchange.abc.exchange import ExchangeError
+
+    home = tmp_path / "home"
+    home.mkdir()
+    _Service.replies["next"] = reply
+    with pytest.raises(ExchangeError):
+        fetch_as_student(exchange, home, stand_in[1], monkeypatch)
+    assert not (home / "problem03").exists(), "the released numbers must not stay behind as the student's copy"
