@@ -807,7 +807,10 @@ def parse_time(text: str) -> dt.datetime:
     """A submission time as nbgrader's ``submit`` writes it, as a timezone-aware UTC datetime.
 
     Accepted: ``YYYY-MM-DD HH:MM:SS[.ffffff] [UTC|Z|+HHMM|+HH:MM]`` (no zone means UTC), from
-    1970 on. Nothing else is parsed (no time zone names looked up, no free-form dates).
+    1970 on. Nothing else is parsed (no time zone names looked up, no free-form dates), so a
+    course whose nbgrader ``Exchange.timezone`` is a named region rather than UTC (nbgrader's
+    default) would see its entries refused as ``bad_name`` (nbgrader's own ``parse_utc`` reads
+    some abbreviations, ``CET``, through the system's zone files and others, ``CEST``, as UTC).
 
     Raises
     ------
