@@ -4,12 +4,13 @@ Loaded from _config.yml (``sphinx.local_extensions``). sphinx-book-theme puts a
 ".ipynb" entry in a page's download menu only when a launch service (Binder,
 JupyterHub, Colab, thebe) is configured; this book configures none, because it
 must work offline. So for each page that is a notebook (a MyST markdown file with
-a kernelspec) this copies the executed notebook that MyST-NB wrote to
-``jupyter_execute/<page>.ipynb`` into the site as ``_sources/<page>.ipynb`` and
-tells the theme about it (``ipynb_source``), before the theme builds the menu. A
-reader can then run the chapter in any Jupyter with ``rbtutor`` installed,
-without the course server. A notebook page whose executed notebook is missing is
-a warning (an error under ``jb build -W``).
+a kernelspec) this copies the notebook that MyST-NB wrote to
+``jupyter_execute/<page>.ipynb`` (the page's cells; in cache mode without their
+outputs) into the site as ``_sources/<page>.ipynb`` and tells the theme about it
+(``ipynb_source``), before the theme builds the menu. A reader can then run the
+chapter in any Jupyter with ``rbtutor[course]`` installed, without the course
+server. A notebook page whose notebook is missing is a warning (an error under
+``jb build -W``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 def executed_notebook(app: Sphinx, pagename: str) -> Path:
-    """Where MyST-NB wrote the executed notebook of a page (next to the html output)."""
+    """Where MyST-NB wrote the notebook of a page (next to the html output)."""
     return Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
 
 
@@ -38,7 +39,7 @@ def offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict,
         return
     source = executed_notebook(app, pagename)
     if not source.is_file():
-        logger.warning("%s: no executed notebook at %s to offer for download", pagename, source,
+        logger.warning("%s: no notebook at %s to offer for download", pagename, source,
                        type="rbtutor", subtype="notebook_download")
         return
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
