@@ -11,8 +11,11 @@ the grading kernel refuses). It defines
 * ``hand_in``: passes the value to the grader as one output of the MIME type of
   :mod:`rbtutor.grading.protocol`; nothing is judged in the kernel;
 * ``check``: asks the hub's check service (:mod:`rbtutor.course.checks`) for
-  an instant verdict and prints it; off the hub it says that checks are not available,
-  during grading it does nothing, and it never raises.
+  an instant verdict and prints it; off the hub it says that checks are not available.
+  Under nbgrader's Validate (``NBGRADER_EXECUTION=validate``) and while the course
+  grades (``NBGRADER_EXECUTION=autograde`` or ``RBTUTOR_AUTOGRADING=1``) it sends
+  nothing and says so in one line, so that pressing Validate spends none of the
+  limited checks. It never raises.
 
 A failed form check shows as one line, the student's problem first ("Form check failed:
 K should have shape (3,), got (4,); ..."), without the helper's internals; a NameError in a
@@ -126,9 +129,21 @@ def _check_url():
     return urljoin(public, f"{base}services/{CHECK_SERVICE}/api/check")
 
 
+def _not_now():
+    """Why check() must not call the service in this run (Validate, grading), or None."""
+    execution = os.environ.get("NBGRADER_EXECUTION")
+    if execution == "validate":
+        return "not sent during Validate, which would use up your checks; run the cell yourself to check"
+    if AUTOGRADING or execution == "autograde":
+        return "not sent while the course grades; the grader judges the value handed in"
+    return None
+
+
 def check(answer_id, value):
     """Ask the course hub whether the answer is right; print its verdict (never the value). Never raises."""
-    if AUTOGRADING:
+    reason = _not_now()
+    if reason:
+        print(f"{answer_id}: check {reason}.")
         return None
     token = os.environ.get("JUPYTERHUB_API_TOKEN")
     url = _check_url() if token else None
