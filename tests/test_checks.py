@@ -99,9 +99,9 @@ c.ConfigurableHTTPProxy.pid_file = {str(root / 'proxy.pid')!r}
 c.JupyterHub.db_url = "sqlite:///{root / 'hub.sqlite'}"
 c.JupyterHub.cookie_secret_file = {str(root / 'cookie_secret')!r}
 c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allowed_users = {{"student1", "student2", "instructor"}}
+c.Authenticator.allowed_users = {{"student1", "student2", "instructor", "reference"}}
 c.JupyterHub.load_groups = {{"formgrade-rbtutor": {{"users": ["instructor"]}},
-                             "nbgrader-rbtutor": {{"users": ["student1", "student2"]}}}}
+                             "nbgrader-rbtutor": {{"users": ["student1", "student2", "reference"]}}}}
 c.JupyterHub.services = [{service!r}, {{"name": "tester", "api_token": {ADMIN_TOKEN!r}}}]
 c.JupyterHub.load_roles = {roles!r} + [{{"name": "tester", "services": ["tester"],
                                         "scopes": ["admin:users", "tokens"]}}]
@@ -126,14 +126,16 @@ c.JupyterHub.load_roles = {roles!r} + [{{"name": "tester", "services": ["tester"
             raise AssertionError("the check service did not answer:\n" + (root / "hub.log").read_text()[-3000:])
         time.sleep(0.3)
     tokens = {}
-    for user in ("student1", "student2", "instructor"):
+    for user in ("student1", "student2", "instructor", "reference"):
         status, text = _call(f"{base}/hub/api/users/{user}/tokens", "POST", token=ADMIN_TOKEN,
                              body=json.dumps({"scopes": [f"access:services!service={SERVICE_NAME}"],
                                               "note": "test_checks"}).encode())
         assert status == 201, text
         tokens[user] = json.loads(text)["token"]
     yield {"base": base, "url": service_url, "check": service_url + "api/check", "tokens": tokens,
-           "course": course, "log": root / "hub.log"}
+           "course": course, "log": root / "hub.log",
+           # the service itself, without the hub's proxy in between
+           "direct": f"http://127.0.0.1:{service_port}/services/{SERVICE_NAME}/api/check"}
     process.terminate()
     try:
         process.wait(timeout=30)
@@ -200,7 +202,7 @@ def test_verdicts_right_sign_degrees_near_miss(hub):
     K, phi = k3["p3.b.K"].value, k3["p3.c.phi_rad"].value
     cases = [("p3.b.K", K, True, None), ("p3.b.K", -K, False, "sign"),
              ("p3.c.phi_rad", float(np.degrees(phi)), False, "degrees"),
-             ("p8.d.flip_interval", k8["p8.d.flip_interval"].value * 1.005, False, "not_accurate_enough"),
+             ("p8.d.flip_interval", k8["p8.d.flip_interval"].value * 1.005, False, "wrong_value"),
              ("p8.d.flip_interval", k8["p8.d.flip_interval"].value, True, None)]
     forms = {**_printed_by_cli("student1", 3), **_printed_by_cli("student1", 8)}
     for answer_id, value, passed, diagnosis in cases:
@@ -252,30 +254,86 @@ def test_identity_comes_from_the_token_only(hub):
                              headers={"X-Forwarded-User": "student1", "X-Remote-User": "student1",
                                       "Content-Type": "application/json"})
         assert status == 200 and not json.loads(text)["passed"], text
-    status, _ = _call(hub["check"], "POST", body=json.dumps({"id": "p3.b.K", "value": theirs}).encode(),
-                      token="forged-" + hub["tokens"]["student1"][7:])
-    assert status in (401, 403)
-    status, _ = _call(hub["check"], "POST", body=json.dumps({"id": "p3.b.K", "value": theirs}).encode())
-    assert status in (401, 403)
+    json_type = {"Content-Type": "application/json"}
+    status, text = _call(hub["check"], "POST", body=json.dumps({"id": "p3.b.K", "value": theirs}).encode(),
+                         token="forged-" + hub["tokens"]["student1"][7:], headers=json_type)
+    assert status == 401 and "hub token" in json.loads(text)["error"], text
+    status, text = _call(hub["check"], "POST", body=json.dumps({"id": "p3.b.K", "value": theirs}).encode(),
+                         headers=json_type)
+    assert status == 401 and "hub token" in json.loads(text)["error"], text
 
 
-def test_malformed_and_oversized_requests(hub):
-    token = hub["tokens"]["student1"]
-    cases = [(b"{", 400, "not valid JSON"), (b'{"id": "p3.b.K", "value": NaN}', 400, "not valid JSON"),
-             (b'{"id": "p3.b.K"}', 400, "expected a JSON object"), (b"[1, 2]", 400, "expected a JSON object"),
-             (b'{"id": "p3.z.nothing", "value": 1}', 404, "unknown answer id"),
-             (b'{"id": "p42.a.K", "value": 1}', 404, "unknown answer id"),
-             (b'{"id": "p3.b.K", "value": "a lot"}', 400, "expects a number"),
-             (b'{"id": "p3.b.K", "value": {"a": 1}}', 400, "expects a number"),
-             (b'{"id": "p3.b.K", "value": [[[[[[1]]]]]]}', 400, "expects a number"),
-             (b"\xff\xfe", 400, "not valid JSON"),
-             (b'{"id": "p3.b.K", "value": [' + b"1.0, " * 20000 + b"1.0]}", 413, "larger than 64 kB")]
-    for body, status, words in cases:
-        got, text = _call(hub["check"], "POST", body=body, token=token, headers={"Content-Type": "application/json"})
+def test_a_reserved_name_cannot_check(hub):
+    """A hub account named like the course's own variant ('reference') is refused, not judged against it."""
+    book_value = _key("reference", 3)["p3.b.K"].value
+    status, reply = _check(hub, "reference", "p3.b.K", book_value)
+    assert status == 403 and "reserved" in reply["error"], reply
+    log = AttemptLog(hub["course"] / "checks" / "attempts.jsonl").records()
+    assert not [r for r in log if r["student"] == "reference"], "a refused account leaves no judged attempt"
+
+
+MALFORMED = [
+    (b"{", 400, "not valid JSON"), (b"", 400, "not valid JSON"), (b"\xff\xfe", 400, "not valid JSON"),
+    (b'{"id": "p3.b.K", "value": NaN}', 400, "not valid JSON"),
+    (b'{"id": "p3.b.K", "value": -Infinity}', 400, "not valid JSON"),
+    (b'{"id": "p3.b.K", "value": 1e999}', 400, "not valid JSON"),
+    (b'{"id": "p3.b.K", "value": [' + b"[" * 20000 + b"]" * 20000 + b"]}", 400, "not valid JSON"),
+    (b"[" * 30000 + b"]" * 30000, 400, "not valid JSON"),
+    (b'{"id": "p3.b.K", "value": ' + b"9" * 5000 + b"}", 400, "not valid JSON"),
+    (b'{"id": "p3.b.K"}', 400, "expected a JSON object"), (b"[1, 2]", 400, "expected a JSON object"),
+    (b'"p3.b.K"', 400, "expected a JSON object"), (b"null", 400, "expected a JSON object"),
+    (b'{"id": "p3.b.K", "value": 1, "student": "student2"}', 400, "expected a JSON object"),
+    (b'{"id": 3, "value": 1}', 400, "answer id as text"), (b'{"id": ["p3.b.K"], "value": 1}', 400, "answer id as text"),
+    (b'{"id": "p3.z.nothing", "value": 1}', 404, "unknown answer id"),
+    (b'{"id": "p42.a.K", "value": 1}', 404, "unknown answer id"),
+    (b'{"id": "../../etc/passwd", "value": 1}', 404, "unknown answer id"),
+    (b'{"id": "p3.b.K", "value": "a lot"}', 400, "expects a number"),
+    (b'{"id": "p3.b.K", "value": true}', 400, "expects a number"),
+    (b'{"id": "p3.b.K", "value": null}', 400, "expects a number"),
+    (b'{"id": "p3.b.K", "value": {"a": 1}}', 400, "expects a number"),
+    (b'{"id": "p3.b.K", "value": [[[[[[1]]]]]]}', 400, "expects a number"),
+    (b'{"id": "p3.b.K", "value": ' + b"1" + b"0" * 400 + b"}", 400, "expects a number"),
+    (b'{"id": "p1.d.strongest_pair", "value": 3}', 400, "expects a short text"),
+    (b'{"id": "p1.d.strongest_pair", "value": "' + b"x" * 300 + b'"}', 400, "expects a short text"),
+    (b'{"id": "p3.b.K", "value": [' + b"1.0, " * 20000 + b"1.0]}", 413, "larger than 64 kB"),
+]
+
+
+@pytest.mark.parametrize("through", ["proxy", "direct"])
+def test_malformed_and_oversized_requests(hub, through):
+    """Every malformed request gets its 4xx and reason, through the hub's proxy and from the service itself.
+
+    The oversized body (100 kB) is read to its end before the 413 is sent, so the proxy passes the reply
+    on whatever its speed (it used to see the connection closed under it and answer 503).
+    """
+    url, token = hub["check" if through == "proxy" else "direct"], hub["tokens"]["student1"]
+    before = len(AttemptLog(hub["course"] / "checks" / "attempts.jsonl").records())
+    for body, status, words in MALFORMED:
+        got, text = _call(url, "POST", body=body, token=token, headers={"Content-Type": "application/json"})
         assert got == status, (body[:60], got, text)
         assert words in json.loads(text)["error"], text
+    for media in ("text/plain", "application/x-www-form-urlencoded", ""):
+        got, text = _call(url, "POST", body=b'{"id": "p3.b.K", "value": 1}', token=token,
+                          headers={"Content-Type": media} if media else {})
+        assert got == 415 and "application/json" in json.loads(text)["error"], (media, got, text)
+    got, text = _call(url, "GET", token=token)
+    assert got == 405 and "error" in json.loads(text), text
+    after = len(AttemptLog(hub["course"] / "checks" / "attempts.jsonl").records())
+    assert after == before, "a malformed request is not an attempt: it is neither logged nor counted"
     status, reply = _check(hub, "student1", "p3.d.phi_deg", _key("student1", 3)["p3.d.phi_deg"].value)
     assert status == 200 and reply["passed"], "the service still answers"
+    assert "Traceback" not in hub["log"].read_text(), "no request made the service fail"
+
+
+def test_a_body_beyond_the_drain_limit_is_refused_at_once(hub):
+    """A body announced longer than DRAIN_LIMIT is refused before it is read (asked of the service itself:
+    through a proxy the closed connection may become the proxy's own 502/503, see the module docstring)."""
+    from rbtutor.course.checks import DRAIN_LIMIT
+
+    body = b'{"id": "p3.b.K", "value": [' + b"1.0, " * (DRAIN_LIMIT // 5) + b"1.0]}"
+    got, text = _call(hub["direct"], "POST", body=body, token=hub["tokens"]["student1"],
+                      headers={"Content-Type": "application/json"})
+    assert got == 413 and "larger than 64 kB" in json.loads(text)["error"], (got, text[:200])
 
 
 def test_statistics_for_the_instructor_only(hub):
@@ -323,9 +381,55 @@ def test_check_helper_in_the_notebook(hub):
     assert "p3.c.phi_deg: not right yet" in public.stdout, public.stdout
     dead = run({"JUPYTERHUB_API_TOKEN": "x", "RBTUTOR_CHECK_URL": "http://127.0.0.1:9/"})
     assert dead.returncode == 0 and "did not answer" in dead.stdout, dead.stdout
-    grading = run({"RBTUTOR_AUTOGRADING": "1", "JUPYTERHUB_API_TOKEN": hub["tokens"]["student1"],
-                   "RBTUTOR_CHECK_URL": hub["url"]})
-    assert grading.returncode == 0 and grading.stdout == "", grading.stdout
+    on_hub_env = {"JUPYTERHUB_API_TOKEN": hub["tokens"]["student1"], "RBTUTOR_CHECK_URL": hub["url"]}
+    for quiet, words in (({"RBTUTOR_AUTOGRADING": "1"}, "while the course grades"),
+                         ({"NBGRADER_EXECUTION": "autograde"}, "while the course grades"),
+                         ({"NBGRADER_EXECUTION": "validate"}, "during Validate")):
+        ran = run({**on_hub_env, **quiet})
+        lines = ran.stdout.splitlines()
+        assert ran.returncode == 0 and len(lines) == 2 and all(words in line for line in lines), ran.stdout
+
+
+def _attempts(hub, student: str, answer_id: str) -> int:
+    return sum(1 for r in AttemptLog(hub["course"] / "checks" / "attempts.jsonl").records()
+               if r["student"] == student and r["id"] == answer_id)
+
+
+def test_validate_spends_no_checks(hub, tmp_path, monkeypatch):
+    """nbgrader's Validate runs a notebook whose cells call check(): no check reaches the service.
+
+    The same notebook run as the student runs it (a kernel without NBGRADER_EXECUTION) does spend
+    one check per call, so the test would see a Validate that spends them.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook
+    from nbgrader.validator import Validator
+
+    from rbtutor.course.render import helpers_source
+
+    value = -_key("student1", 2)["p2.b.a_O"].value
+    notebook = new_notebook(cells=[new_code_cell(helpers_source()),
+                                   new_code_cell(f"check('p2.b.a_O', {value.tolist()!r})"),
+                                   new_code_cell(f"check('p2.b.a_O', {(value * 2).tolist()!r})")],
+                            metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                     "language": "python"}})
+    path = tmp_path / "checked.ipynb"
+    nbformat.write(notebook, path)
+    for name in [n for n in os.environ if n.startswith(("JUPYTERHUB_", "RBTUTOR_", "NBGRADER_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", hub["tokens"]["student1"])
+    monkeypatch.setenv("RBTUTOR_CHECK_URL", hub["url"])
+
+    before = _attempts(hub, "student1", "p2.b.a_O")
+    result = Validator().validate(str(path))
+    assert not result.get("failed"), result
+    assert _attempts(hub, "student1", "p2.b.a_O") == before, "Validate spent checks"
+
+    ran = NotebookClient(nbformat.read(path, as_version=4), kernel_name="python3", timeout=120).execute()
+    printed = "".join(o.get("text", "") for cell in ran.cells[1:] for o in cell.outputs)
+    assert _attempts(hub, "student1", "p2.b.a_O") == before + 2, printed
+    assert "p2.b.a_O: not right yet. The size is right but the sign is not" in printed, printed
 
 
 # --------------------------------------------------------------------------- the core, directly

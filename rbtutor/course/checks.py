@@ -28,10 +28,33 @@ passed, diagnosis, and the submitted value for the instructor); the counts for t
 limit are rebuilt from that file when the service starts, so a restart does not
 reset them.
 
-Malformed requests get a 4xx reply whose JSON body ``{"error": ...}`` says what is
-wrong: a body over :data:`MAX_BODY` bytes (413), bad JSON or NaN/infinity (400), an
-unknown id (404), a value that is not plain numbers (400), a missing or foreign token
-(401/403), too many checks (429), checks switched off (403).
+Every request that is not judged gets a 4xx reply whose JSON body ``{"error": ...}``
+says why, never a 500 (the checks are in :meth:`CheckHandler.post` and :func:`parse_request`):
+
+====== =====================================================================================
+status when
+====== =====================================================================================
+401    no hub token (header ``Authorization: token ...`` or the service's OAuth cookie), or
+       a token the hub does not know
+403    a token of a service rather than a user; a browser request authenticated by cookie
+       without the ``_xsrf`` value; a hub account whose name is reserved for the course
+       (:mod:`rbtutor.grading.student_ids`, e.g. ``reference``); checks switched off
+413    a body over :data:`MAX_BODY` bytes
+415    a ``Content-Type`` other than ``application/json``
+400    not UTF-8, not JSON, too deeply nested, NaN or infinity (also ``1e999``), not an object
+       ``{"id", "value"}`` and nothing else, an id that is not text, a value that is not a
+       number or a nested list of numbers (or not a short text, for a text answer)
+404    an answer id that is not in the key
+429    more checks of this answer id than the limit allows
+====== =====================================================================================
+
+The body of a request up to :data:`DRAIN_LIMIT` bytes is read to its end before any
+status is sent, so a proxy in front of the service (the hub's) always hands the reply
+on; a longer body announced by ``Content-Length`` is refused at once and the connection
+closed, which a proxy may report as its own 502 or 503.
+
+A reply to a judged request never says how far off a value is: it names a recognised
+mistake or says the value is not accepted (see :mod:`rbtutor.grading.judge`).
 
 Configuration comes from the environment the hub gives the service:
 ``RBTUTOR_COURSE`` (the course folder), ``RBTUTOR_INSTRUCTOR_GROUP`` (default
@@ -58,6 +81,8 @@ import numpy as np
 SERVICE_NAME = "rbtutor-check"
 #: requests with a longer body are refused (413)
 MAX_BODY = 64 * 1024
+#: bodies up to this size are read to the end before a refusal is sent (see the module docstring)
+DRAIN_LIMIT = 1024 * 1024
 #: the sliding window of the attempt limit, in seconds
 WINDOW = 3600.0
 DEFAULTS = {"enabled": True, "per_hour": 10}
@@ -244,27 +269,41 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not a number")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is too large to be a finite number")
+    return value
+
+
 def parse_request(body: bytes) -> tuple[str, object]:
     """``(answer_id, value)`` of a request body, or :class:`CheckRefused` saying what is wrong."""
     if len(body) > MAX_BODY:
         raise CheckRefused(413, f"the request is larger than {MAX_BODY // 1024} kB")
     try:
-        payload = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        payload = json.loads(body.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise CheckRefused(400, f"the request is not valid JSON ({exc})") from None
+        raise CheckRefused(400, f"the request is not valid JSON ({str(exc)[:120]})") from None
+    except RecursionError:
+        raise CheckRefused(400, "the request is not valid JSON (nested too deeply)") from None
     if not isinstance(payload, dict) or set(payload) - {"id", "value"} or "id" not in payload or "value" not in payload:
         raise CheckRefused(400, 'expected a JSON object {"id": "p3.b.K", "value": ...} and nothing else')
     answer_id = payload["id"]
-    if not isinstance(answer_id, str) or not re.fullmatch(r"p\d{1,2}\.[a-z]\.[A-Za-z0-9_]{1,40}", answer_id):
-        raise CheckRefused(404, f"unknown answer id {str(answer_id)[:60]!r}; ids look like 'p3.b.K'")
+    if not isinstance(answer_id, str):
+        raise CheckRefused(400, f"expected the answer id as text such as 'p3.b.K', got {type(answer_id).__name__}")
+    if not re.fullmatch(r"p\d{1,2}\.[a-z]\.[A-Za-z0-9_]{1,40}", answer_id):
+        raise CheckRefused(404, f"unknown answer id {answer_id[:60]!r}; ids look like 'p3.b.K'")
     return answer_id, payload["value"]
 
 
 def _plain_value(value, depth: int = 0) -> bool:
+    """Whether ``value`` is a finite number or a list (nested at most :data:`_MAX_DEPTH` deep) of them."""
     if isinstance(value, bool):
         return False
-    if isinstance(value, (int, float)):
-        return True
+    if isinstance(value, int):
+        return abs(value) < 1e300
+    if isinstance(value, float):
+        return math.isfinite(value)
     if isinstance(value, list) and depth < _MAX_DEPTH:
         return all(_plain_value(v, depth + 1) for v in value)
     return False
@@ -350,7 +389,11 @@ class CheckCore:
             With the HTTP status and the reason, for anything not judged.
         """
         from ..grading.judge import judge
+        from ..grading.student_ids import id_problem
 
+        problem = id_problem(student)
+        if problem is not None:
+            raise CheckRefused(403, f"the hub account {ascii(student)[:80]} cannot check answers: the name {problem}")
         now = self.clock()
         answer_id, value = parse_request(body)
         try:
@@ -364,7 +407,7 @@ class CheckCore:
             if not isinstance(value, str) or len(value) > 200:
                 raise CheckRefused(400, f"{answer_id} expects a short text, got {type(value).__name__}")
         elif not _plain_value(value):
-            raise CheckRefused(400, f"{answer_id} expects a number or a (nested) list of numbers, "
+            raise CheckRefused(400, f"{answer_id} expects a number or a (nested) list of finite numbers, "
                                     f"got {type(value).__name__}")
         limits = self.limits(answer_id)
         record = {"time": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
@@ -517,31 +560,48 @@ def make_app(core: CheckCore, prefix: str, instructor_group: str = INSTRUCTOR_GR
 
     @web.stream_request_body
     class CheckHandler(Base):
+        """``POST api/check``: the body is read to its end (up to DRAIN_LIMIT), then every test is made.
+
+        Refusing before the body has arrived would close the connection under a proxy that is
+        still sending it, and the client would see the proxy's 502/503 instead of the reason.
+        """
+
         def prepare(self):
             self._chunks, self._size = [], 0
-            length = self.request.headers.get("Content-Length")
-            if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            length = self.request.headers.get("Content-Length", "0")
+            if length.isdigit() and int(length) > DRAIN_LIMIT:
                 raise web.HTTPError(413, f"the request is larger than {MAX_BODY // 1024} kB")
 
         def check_xsrf_cookie(self):
-            # a token in the Authorization header is not sent by a browser on its own: no forgery to
-            # guard against; a request authenticated by the OAuth cookie is checked as usual
-            if self.hub_auth.get_token(self, in_cookie=False):
-                return None
-            return super().check_xsrf_cookie()
+            # tornado calls this before the body is read; the test is made in _user() afterwards
+            return None
 
         def data_received(self, chunk):
             self._size += len(chunk)
-            if self._size > MAX_BODY:
+            if self._size > DRAIN_LIMIT:
                 raise web.HTTPError(413, f"the request is larger than {MAX_BODY // 1024} kB")
-            self._chunks.append(chunk)
+            if self._size <= MAX_BODY:
+                self._chunks.append(chunk)
 
-        async def post(self):
-            user = self.current_user
+        def _user(self) -> dict:
+            """The hub user the request comes from, or HTTPError 401/403 saying why not."""
+            user = self.current_user  # from the Authorization header's token, else the OAuth cookie
             if not user:
                 raise web.HTTPError(401, "a hub token of a course user is needed (Authorization: token ...)")
+            if not getattr(self, "_token_authenticated", False):
+                # a browser's request authenticated by the cookie: it must carry the _xsrf value
+                HubOAuthenticated.check_xsrf_cookie(self)
             if user.get("kind", "user") != "user":
                 raise web.HTTPError(403, "only users' tokens can check answers")
+            return user
+
+        async def post(self):
+            user = self._user()
+            if self._size > MAX_BODY:
+                raise web.HTTPError(413, f"the request is larger than {MAX_BODY // 1024} kB")
+            media = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if media != "application/json":
+                raise web.HTTPError(415, f"expected Content-Type application/json, got {media[:60] or 'none'!r}")
             try:
                 reply = core.check(user["name"], b"".join(self._chunks))
             except CheckRefused as refused:
