@@ -36,12 +36,19 @@ class DaskProcesses:
                                                    "--port", "0", "--no-dashboard",
                                                    "--scheduler-file", str(self.scheduler_file)])
         deadline = time.monotonic() + STARTUP_LIMIT
-        while not self.scheduler_file.exists():  # written by the scheduler once it listens
+        while (address := self._written_address()) is None:  # written by the scheduler once it listens
             assert self.scheduler.poll() is None, self.log("scheduler")
             assert time.monotonic() < deadline, "the scheduler did not start"
             time.sleep(0.1)
-        self.address = json.loads(self.scheduler_file.read_text())["address"]
+        self.address = address
         self.workers = [self.add_worker(list(worker_args)) for _ in range(workers)]
+
+    def _written_address(self) -> str | None:
+        """The scheduler's address once its file is complete (it can be seen empty or half written)."""
+        try:
+            return json.loads(self.scheduler_file.read_text())["address"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            return None
 
     def _start(self, name, argv, prefix=()):
         log = open(self.folder / f"{name}.log", "w")
