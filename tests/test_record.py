@@ -528,7 +528,8 @@ def test_escaping_where_student_text_lands():
         assert csv_cell(f"{start}1+1") == f"'{start}1+1"
     assert csv_cell("ann") == "ann" and csv_cell("3.5") == "3.5"
     shown = markdown_text("<script>x</script> ![t](http://e/x.png) | `c` \\ \n")
-    assert "<" not in shown and "|" not in shown and "![" not in shown and "\n" not in shown
+    assert "<" not in shown and "![" not in shown and "\n" not in shown and "\\" not in shown.replace("\\|", "")
+    assert shown.count("|") == shown.count("\\|") == 1
     assert terminal_text("a\x1b[31mb\rc\u202ed\x00") == "a\\x1b[31mb\\rc\\u202ed\\x00"
 
 
@@ -599,3 +600,17 @@ def test_collect_command_names_the_planter_and_follows_the_course_setting(exchan
     assert "entry owners not checked" in capsys.readouterr().out
     assert first_source(layout.submitted(a, NAME)) == "blank = 0"
     assert not (layout.integrity / b / NAME / "_planted.json").exists()
+
+
+def test_feedback_is_never_returned_to_a_refused_id(small_course, capsys):
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.grade import return_feedback
+
+    layout = CourseLayout(small_course)
+    (layout.feedback("[A-Z]*", NAME)).mkdir(parents=True)
+    (layout.feedback("[A-Z]*", NAME) / f"{NAME}.html").write_text("<p>x</p>")
+    assert return_feedback(layout) == 1
+    out, err = capsys.readouterr()
+    assert "not returning problem03 feedback to [A-Z]*: the student id starts with '['" in err
+    assert "feedback returned to 0 students" in out
+    assert not (small_course / "exchange" / "rbtutor" / "outbound").exists()

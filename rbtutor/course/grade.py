@@ -622,17 +622,25 @@ def return_feedback(layout: CourseLayout) -> int:
     failures = 0
     for name in layout.assignments():
         students = sorted(p.parent.name for p in layout.feedback().glob(f"*/{name}"))
+        returned = 0
         for student in students:
+            if id_problem(student):  # nbgrader's release_feedback globs the id: only checked ids reach it
+                print(f"not returning {name} feedback to {terminal_text(student)}: the student id "
+                      f"{id_problem(student)}", file=sys.stderr)
+                failures += 1
+                continue
             grader.coursedir.assignment_id, grader.coursedir.student_id = name, student
             release = grader.exchange.ReleaseFeedback(coursedir=grader.coursedir,
                                                       authenticator=grader.authenticator, parent=grader)
             try:
                 release.start()
             except Exception as exc:  # nbgrader raises ExchangeError and plain OSError alike
-                print(f"could not return {name} feedback to {student}: {exc}", file=sys.stderr)
+                print(f"could not return {name} feedback to {student}: {terminal_text(exc)}", file=sys.stderr)
                 failures += 1
+                continue
+            returned += 1
         if students:
-            print(f"{name}: feedback returned to {len(students)} students", flush=True)
+            print(f"{name}: feedback returned to {returned} students", flush=True)
     return 1 if failures else 0
 
 

@@ -9,8 +9,8 @@ gathers those files into ``integrity_report.md`` and ``integrity_report.json`` a
 the course root.
 
 What a student wrote (ids, file and cell names, text quoted in messages) is escaped where it
-lands, by the three helpers here: :func:`markdown_text` for the report (HTML and markdown
-markup become character references), :func:`csv_cell` for spreadsheets (a cell that a
+lands, by the three helpers here: :func:`markdown_text` for the report (what would start a tag,
+an entity, a link or an image becomes a character reference), :func:`csv_cell` for spreadsheets (a cell that a
 spreadsheet would read as a formula gets a leading ``'``, as OWASP advises against CSV
 injection) and :func:`terminal_text` for progress lines (control characters, such as
 terminal escape sequences and carriage returns, are shown as escapes, never sent).
@@ -30,8 +30,9 @@ REPORT_NAME = "integrity_report"
 
 # --------------------------------------------------------------------------- escaping
 
-#: characters that are HTML or markdown markup, written as numeric character references
-_MARKUP = {ord(c): f"&#{ord(c)};" for c in "&<>\"'`*_[]|#~\\!"}
+#: characters that start HTML (tags, entities) or markdown links and images, and the backslash,
+#: written as numeric character references; a table cell's ``|`` is escaped as ``\|``
+_MARKUP = {**{ord(c): f"&#{ord(c)};" for c in "&<>[]\\"}, ord("|"): "\\|"}
 #: first characters a spreadsheet reads as the start of a formula (OWASP, CSV injection)
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -53,10 +54,12 @@ def terminal_text(value: object) -> str:
 
 
 def markdown_text(value: object) -> str:
-    """``value`` as inert text in a markdown table cell: markup as character references, one line.
+    r"""``value`` as inert text in a markdown table cell: no tag, link or image, one line.
 
-    >>> markdown_text("<img src=x onerror=alert(1)> | [a](javascript:x)")
-    '&#60;img src=x onerror=alert(1)&#62; &#124; &#91;a&#93;(javascript:x)'
+    Emphasis characters (``* _ ~``) are left alone: at worst they change how text looks.
+
+    >>> print(markdown_text("<img src=x onerror=alert(1)> | [a](javascript:x)"))
+    &#60;img src=x onerror=alert(1)&#62; \| &#91;a&#93;(javascript:x)
     """
     return terminal_text(value).translate(_MARKUP)
 
