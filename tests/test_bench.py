@@ -1,0 +1,69 @@
+"""The grading benchmark's own parts: the per-run cgroup that counts CPU, and the class it grades."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from grading_class import WRONG_EVERY, plan  # noqa: E402
+from run_cgroup import RunGroup, own_cgroups, v2_usage_seconds  # noqa: E402
+
+
+def test_own_cgroups_reads_v1_and_v2_lines():
+    text = "12:memory:/process_api/abc\n3:cpu,cpuacct:/\n0::/user.slice/x.scope\n"
+    assert own_cgroups(text) == {"memory": "/process_api/abc", "cpu": "/", "cpuacct": "/",
+                                 "": "/user.slice/x.scope"}
+    with pytest.raises(ValueError, match="expected 'id:controllers:path'"):
+        own_cgroups("garbage\n")
+
+
+def test_v2_usage_needs_its_line():
+    assert v2_usage_seconds("usage_usec 1500000\nuser_usec 1000000\n") == 1.5
+    with pytest.raises(ValueError, match="usage_usec"):
+        v2_usage_seconds("user_usec 5\n")
+
+
+def test_plan_spreads_submissions_over_students_with_one_slow_and_some_wrong():
+    names = [f"problem{k:02d}" for k in range(1, 12)]
+    subs = plan(300, names)
+    assert len({(s.student, s.assignment) for s in subs}) == 300
+    assert [s.kind for s in subs].count("slow") == 1
+    assert [s.kind for s in subs].count("wrong") == sum(1 for k in range(300) if k % WRONG_EVERY == 1) - (
+        1 if 150 % WRONG_EVERY == 1 else 0)
+    assert len({s.student for s in subs}) == 28
+    with pytest.raises(ValueError, match="expected at least one submission"):
+        plan(0, names)
+
+
+def test_class_notebooks_differ_in_numbers_and_text(tmp_path):
+    from grading_class import make_class
+
+    subs = make_class(tmp_path / "course", 12)  # s0000 has all eleven, s0001 problem01
+    first, second = (nbformat.read(tmp_path / "course" / "submitted" / s / "problem01" / "problem01.ipynb", 4)
+                     for s in ("s0000", "s0001"))
+    data = [next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "problem_data")
+            for nb in (first, second)]
+    assert data[0] != data[1], "each student computes with their own numbers"
+    assert "s0001: my working" in "".join(c.source for c in second.cells)
+    assert {s.kind for s in subs} == {"right", "wrong", "slow"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a cgroup needs root")
+def test_run_group_counts_a_grandchild_nobody_waits_for():
+    """getrusage misses the CPU of a process whose parent exits without waiting; the run's group does not."""
+    burn = "import os,time\nif os.fork()==0:\n    t=time.process_time()\n    while time.process_time()-t<0.5: pass\n"
+    with RunGroup("test") as group:
+        subprocess.run([sys.executable, "-c", burn], check=True)  # the child exits; its orphan burns 0.5 s
+    if group.usage.source.startswith("getrusage"):
+        if os.environ.get("CI"):
+            pytest.fail(f"expected a cgroup as root in CI, got {group.usage.source}")
+        pytest.skip(group.usage.source)
+    assert group.usage.cpu >= 0.5, group.usage
