@@ -5,7 +5,10 @@ files, how many there are and how deep they sit, and the folder itself, which
 may change while it is read. :func:`take_in` copies a submission folder into a
 fresh folder of the grader's, and :func:`collect` does the same for the newest
 submission of each student in nbgrader's exchange (a replacement for
-``nbgrader collect``, which dereferences links).
+``nbgrader collect``, which dereferences links). Nothing in an exchange entry is
+believed about who handed it in or when: its Unix owner must be the student it
+names, and its time is when it appeared (its ctime), recorded in a receipt of the
+grader's; the student's ``timestamp.txt`` is only compared with it.
 
 How the folder is read
 ----------------------
