@@ -273,6 +273,22 @@ def test_errata():
     assert verdict("p2.b.rot_fraction", 2.5).passed
 
 
+def test_a_printed_erratum_value_passes_for_the_books_numbers_only():
+    """Under per-student numbers the book's printed (wrong) value is some other number: not accepted."""
+    from rbtutor.problems.variants import load_course_data, student_key
+
+    data = load_course_data(None)
+    data["variants"] = {"per_student": True, "salt": "errata-test"}
+    printed = {"p9.d.K": 6.6e5, "p9.d.phi_deg": -0.4569, "p9.d.heel_ratio": 0.39, "p2.b.rot_fraction": 2.5}
+    for answer_id, value in printed.items():
+        assert verdict(answer_id, value).diagnosis == "accepted_printed", answer_id
+        own = student_key(data, "student1", [int(answer_id[1])])
+        assert not own[answer_id].value == KEY[answer_id].value, "the variant must change this answer"
+        result = judge(answer_id, value, key=own)
+        assert not result.passed, (answer_id, result)
+        assert judge(answer_id, own[answer_id].value, key=own).passed
+
+
 def test_roundoff_ids():
     assert verdict("p4.b.nuCnu", 0.0).passed
     assert verdict("p4.b.nuCnu", -3e-9).passed

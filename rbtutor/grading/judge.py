@@ -421,7 +421,7 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
     if answer.quaternion and np.all(_agrees(x, -reference, tol, period)):
         return Verdict(True, "Correct (q and -q are the same rotation).")
 
-    if erratum.get("accept_printed"):
+    if erratum.get("accept_printed") and _is_the_books(reference, erratum, half, period):
         printed = _printed_array(entry.get("printed"), reference.shape, printed_value)
         printed_half = _printed_array(entry.get("printed"), reference.shape, printed_half_unit)
         if printed is not None and np.all(_agrees(x, printed, _tolerance(printed, printed_half, integrated), period)):
@@ -446,6 +446,19 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
             return Verdict(False, MESSAGES[code], code)
 
     return Verdict(False, not_accepted(answer), "wrong_value")
+
+
+def _is_the_books(reference: np.ndarray, erratum: dict, half, period) -> bool:
+    """Whether this key is the book's own (its value is the erratum's corrected one).
+
+    The value printed under an erratum is accepted only then: for another ship's numbers (a
+    per-student variant) the book's printed value is simply some other number, and accepting
+    it would hand a pass to anyone who types it in.
+    """
+    correct = _printed_array(erratum.get("correct"), reference.shape, printed_value)
+    if correct is None or half is None:
+        return False
+    return bool(np.all(_agrees(reference, correct, half, period)))
 
 
 def _transposed_shape(submitted, reference: np.ndarray, refused: Verdict) -> Verdict:
