@@ -63,6 +63,7 @@ Configuration comes from the environment the hub gives the service:
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import json
@@ -87,6 +88,8 @@ DRAIN_LIMIT = 1024 * 1024
 WINDOW = 3600.0
 DEFAULTS = {"enabled": True, "per_hour": 10}
 STUCK_AFTER = 3
+#: keys kept in memory, one per student and problem (a class of 300 working on one problem at a time)
+KEY_CACHE = 1024
 SETTINGS_FILE = Path("exercises") / "checks.yaml"
 LOG_FILE = Path("checks") / "attempts.jsonl"
 INSTRUCTOR_GROUP = "formgrade-rbtutor"
@@ -211,10 +214,15 @@ def reveals(message: str, value) -> str | None:
     """
     if isinstance(value, str):
         return value if value.strip() and value.strip().lower() in message.lower() else None
-    for text in printed_forms(value):
-        if re.search(r"(?<![\d.])" + re.escape(text) + r"(?![\d])", message):
+    for text, pattern in _form_patterns(tuple(np.ravel(np.asarray(value, dtype=float)).tolist())):
+        if pattern.search(message):
             return text
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _form_patterns(entries: tuple) -> list:
+    return [(text, re.compile(r"(?<![\d.])" + re.escape(text) + r"(?![\d])")) for text in printed_forms(entries)]
 
 
 # --------------------------------------------------------------------------- the attempt log
@@ -329,6 +337,7 @@ class CheckCore:
         self._data = None
         self._settings_stamp = None
         self._settings = None
+        self._keys: dict = {}
 
     # --- what is read from the course folder, again when the file changes
     @staticmethod
@@ -368,7 +377,12 @@ class CheckCore:
         data = self.data()
         # without per-student variants everyone is judged against the course's own numbers
         who = student if per_student(data) else "reference"
-        return data, student_key(data, who, [problem_of(answer_id)])
+        cached = (who, problem_of(answer_id), self._data_stamp)
+        if cached not in self._keys:
+            if len(self._keys) >= KEY_CACHE:
+                self._keys.clear()
+            self._keys[cached] = student_key(data, who, [cached[1]])
+        return data, self._keys[cached]
 
     def limits(self, answer_id: str) -> dict:
         settings = self.settings()
