@@ -2,14 +2,19 @@
 
 Usage::
 
-    python book/_ext/print_pdf.py SINGLEHTML_INDEX OUTPUT_PDF
+    python book/_ext/print_pdf.py SINGLEHTML_INDEX OUTPUT_PDF [--edition student|instructor]
 
 The page is opened from file:// (no network is needed: MathJax and the fonts
 come with the build), then this waits until MathJax has typeset every formula
-(``MathJax.startup.promise``), every image has loaded and the fonts are ready,
-and prints with Chromium's own print engine (CDP ``Page.printToPDF``) under the
-book's print stylesheet (``rbtutor-print.css``): no sidebars or buttons, compact
-code, folded cells left folded, figures kept whole. Links inside the book stay
+(``MathJax.startup.promise``), every image has loaded and the fonts are ready.
+With the print media and the printable width emulated, the page is made a
+course text (book/_ext/print_layout.py: folded content printed, answers only in
+the instructor edition, animations as stills, wide formulas scaled, a title page
+and contents list). It is printed twice with Chromium's own print engine (CDP
+``Page.printToPDF``) under the book's print stylesheet (``rbtutor-print.css``):
+the first print tells on which page each heading lands, the second carries those
+page numbers in the contents list. Finally the PDF's outline is rebuilt from the
+contents, formulas as text (book/_ext/pdf_outline.py). Links inside the book stay
 links in the PDF. Exits non-zero with a message when anything is missing.
 """
 
@@ -25,6 +30,8 @@ import time
 from pathlib import Path
 
 from chromium_cdp import CHROMIUM, CDPError, Chromium, chromium_available, settle_js
+from pdf_outline import entry_pages, replace_outline
+from print_layout import fill_pages_script, prepare_script
 
 # Reported by the page once MathJax, images and fonts have settled (chromium_cdp.settle_js).
 SETTLE_REPORT = r"""{
@@ -34,6 +41,12 @@ SETTLE_REPORT = r"""{
     images: document.images.length,
     broken: [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 120)),
   }"""
+
+# A4 less the margins of rbtutor-print.css (14 mm each side), in CSS pixels: the
+# layout width of the printed page, at which wide content is measured.
+PRINT_WIDTH_PX = round((210 - 2 * 14) / 25.4 * 96)
+# Page-number passes: the second print normally confirms the first.
+MAX_PASSES = 3
 
 FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#444;">'
           '<span class="title"></span> &middot; page <span class="pageNumber"></span>'
@@ -60,8 +73,8 @@ def single_page(index: Path) -> Path:
     return page
 
 
-def print_pdf(index: Path, output: Path, timeout: float = 300.0) -> dict:
-    """Print index (a singlehtml build) to output; return what the page reported."""
+def print_pdf(index: Path, output: Path, timeout: float = 300.0, edition: str = "student") -> dict:
+    """Print index (a singlehtml build) to output as the given edition; return what the page reported."""
     if not chromium_available():
         raise SystemExit(f"{CHROMIUM} not found or not executable: "
                          "`apt-get install -y --no-install-recommends chromium`")
@@ -89,24 +102,50 @@ def print_pdf(index: Path, output: Path, timeout: float = 300.0) -> dict:
                 problems.append(f"images that did not load: {report['broken'][:5]}")
             if problems:
                 raise SystemExit("cannot print the book: " + "; ".join(problems))
-            # Print as the print stylesheet says (A4, its margins); page numbers in the footer.
             browser.send("Emulation.setEmulatedMedia", {"media": "print"})
-            result = browser.send("Page.printToPDF", {
-                "printBackground": True,
-                "preferCSSPageSize": True,
-                "displayHeaderFooter": True,
-                "headerTemplate": "<div></div>",
-                "footerTemplate": FOOTER,
-                "generateDocumentOutline": True,
-                "generateTaggedPDF": True,
-            }, timeout=timeout)
+            browser.send("Emulation.setDeviceMetricsOverride", {
+                "width": PRINT_WIDTH_PX, "height": 1100, "deviceScaleFactor": 1, "mobile": False})
+            layout = browser.evaluate(prepare_script(edition), timeout=120)
+            report.update({k: v for k, v in layout.items() if k != "entries"})
+            report["contents"] = len(layout["entries"])
+            data, pages = _print_with_page_numbers(browser, layout["entries"], timeout)
+            report["passes"] = pages["passes"]
         except CDPError as exc:
             log = (Path(tmp) / "chromium.log").read_text(encoding="utf-8", errors="replace")[-3000:]
             raise SystemExit(f"Chromium failed: {exc}\n{log}") from exc
         finally:
             browser.close()
-    output.write_bytes(base64.b64decode(result["data"]))
+    output.write_bytes(replace_outline(data, layout["entries"]))
     return report
+
+
+def _print_once(browser: Chromium, timeout: float) -> bytes:
+    """One print as the print stylesheet says (A4, its margins), page numbers in the footer."""
+    result = browser.send("Page.printToPDF", {
+        "printBackground": True,
+        "preferCSSPageSize": True,
+        "displayHeaderFooter": True,
+        "headerTemplate": "<div></div>",
+        "footerTemplate": FOOTER,
+        "generateDocumentOutline": True,
+        "generateTaggedPDF": True,
+    }, timeout=timeout)
+    return base64.b64decode(result["data"])
+
+
+def _print_with_page_numbers(browser: Chromium, entries: list[dict], timeout: float):
+    """Print until the page numbers written into the contents list are those the print has."""
+    written: dict[int, int] = {}
+    for passes in range(1, MAX_PASSES + 1):
+        data = _print_once(browser, timeout)
+        found = entry_pages(data, entries)
+        if found == written:
+            return data, {"passes": passes}
+        filled = browser.evaluate(fill_pages_script(found))
+        if filled != len(found):
+            raise SystemExit(f"expected {len(found)} page numbers in the contents list, wrote {filled}")
+        written = found
+    raise SystemExit(f"the contents' page numbers did not settle after {MAX_PASSES} prints")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,11 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("index", type=Path, help="index.html of the singlehtml build")
     parser.add_argument("output", type=Path, help="the PDF to write")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for MathJax")
+    parser.add_argument("--edition", choices=["student", "instructor"], default="student",
+                        help="instructor: the answers and worked solutions are printed too")
     args = parser.parse_args(argv)
-    report = print_pdf(args.index, args.output, args.timeout)
+    report = print_pdf(args.index, args.output, args.timeout, args.edition)
     size = args.output.stat().st_size
     print(f"{args.output}: {size / 1e6:.1f} MB; {report['math']} formulas typeset, "
-          f"{report['images']} images, settled in {report['seconds_to_settle']} s")
+          f"{report['images']} images, settled in {report['seconds_to_settle']} s; "
+          f"{args.edition} edition: {report['unfolded']} folded blocks printed, "
+          f"{report['answersRemoved']} answers left out, {report['answersKept']} kept, "
+          f"{report['stills']} animations as stills, {report['scaled']} wide items scaled, "
+          f"{report['contents']} contents entries, {report['passes']} prints")
     return 0
 
 

@@ -1,0 +1,292 @@
+"""The page scripts that turn the single-page HTML book into a course text before `make pdf` prints it.
+
+Used by book/_ext/print_pdf.py, after MathJax has typeset the page and with the
+print media and the printable width emulated. :data:`PREPARE_JS` changes the page
+in place and reports what it did:
+
+* folded content (myst-nb's hidden cells, sphinx-design dropdowns) is unfolded. A
+  generic myst-nb label ("Show code cell source") is dropped; a label the author
+  wrote ("Hints for Problem 1") stays as a caption above the content;
+* answers are printed only in the instructor edition. An answer is a folded block
+  whose label names an answer or a worked solution, or speaks of the reference ship
+  or module (the numbers of the answer key), or any element with the class
+  ``rbtutor-answer``. The student edition prints a one-line note in its place;
+* a matplotlib JavaScript animation becomes one still frame with a caption;
+* display formulas, tables and outputs wider than the page are scaled down to fit;
+* a title page and a contents list (parts, chapters, sections and subsections, each
+  a link to its heading, page numbers filled in later by :data:`FILL_PAGES_JS`) come first,
+  and each chapter starts on a new page.
+
+The report lists the contents entries in order (``id``, ``level``, ``tex`` parts)
+for the page numbers and the PDF outline.
+"""
+
+from __future__ import annotations
+
+import json
+
+# Labels myst-nb gives a folded cell when the author gave none: web-only, never printed.
+GENERIC_LABEL = r"^(Show|Hide) code cell (source|content|outputs?)$"
+# A folded block whose label matches this holds answers of the graded problems.
+ANSWER_LABEL = r"\banswers?\b|worked solution|reference (ship|module)"
+
+PREPARE_JS = r"""
+((edition, genericLabel, answerLabel) => {
+  const generic = new RegExp(genericLabel, 'i');
+  const answer = new RegExp(answerLabel, 'i');
+  const report = {unfolded: 0, answersRemoved: 0, answersKept: 0, stills: 0, scaled: 0, entries: []};
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+
+  const labelOf = (details) => {
+    const summary = details.querySelector(':scope > summary');
+    if (!summary) return '';
+    const collapsed = summary.querySelector('.collapsed');
+    return ((collapsed || summary).textContent || '').replace(/\s+/g, ' ').trim();
+  };
+  const note = (text) => {
+    const p = document.createElement('p');
+    p.className = 'rbtutor-print-note';
+    p.textContent = text;
+    return p;
+  };
+
+  // 1. Answers and folded content.
+  const folded = [...document.querySelectorAll('details')];
+  for (const details of folded) {
+    if (!details.isConnected) continue;
+    const label = labelOf(details);
+    const isAnswer = answer.test(label) || details.matches('.rbtutor-answer') ||
+                     details.querySelector('.rbtutor-answer') !== null;
+    const cell = details.closest('div.cell');
+    if (isAnswer && edition !== 'instructor') {
+      // A myst-nb cell whose answer part is folded: the whole cell goes (its input
+      // computes the answers), an sphinx-design dropdown goes by itself.
+      const gone = details.classList.contains('sd-dropdown') || !cell ? details : cell;
+      gone.replaceWith(note('The answers are printed in the instructor edition.'));
+      report.answersRemoved += 1;
+      continue;
+    }
+    if (isAnswer) report.answersKept += 1;
+    details.open = true;
+    const summary = details.querySelector(':scope > summary');
+    if (summary) {
+      const caption = document.createElement('p');
+      caption.className = 'rbtutor-print-caption';
+      if (details.classList.contains('sd-dropdown')) {
+        summary.querySelectorAll('.sd-summary-state-marker, .sd-summary-icon, svg').forEach(n => n.remove());
+        caption.append(...summary.childNodes);
+      } else if (!generic.test(label)) {
+        caption.textContent = label.replace(/^Show (the )?/i, (m, the) => the ? 'The ' : '');
+      }
+      if (caption.textContent.trim()) summary.replaceWith(caption); else summary.remove();
+    }
+    // A <details> that is open but has no summary would get the browser's "Details" label.
+    const block = document.createElement('div');
+    block.className = details.className + ' rbtutor-print-unfolded';
+    block.append(...details.childNodes);
+    details.replaceWith(block);
+    report.unfolded += 1;
+  }
+
+  // 2. Animations: one still frame, the middle one, with a caption.
+  for (const box of [...document.querySelectorAll('div.animation')]) {
+    const img = box.querySelector('img[id^="_anim_img"]');
+    const slider = box.querySelector('input[id^="_anim_slider"]');
+    if (!img) continue;
+    const anim = window['anim' + img.id.slice('_anim_img'.length)];
+    const frames = slider ? parseInt(slider.max, 10) + 1 : 1;
+    const middle = Math.floor(frames / 2);
+    if (anim && anim.set_frame) anim.set_frame(middle);
+    const figure = document.createElement('figure');
+    figure.className = 'rbtutor-print-still';
+    const still = document.createElement('img');
+    still.src = img.src;
+    still.alt = img.alt || 'A frame of the animation';
+    const caption = document.createElement('figcaption');
+    caption.textContent = `A still of the animation: frame ${middle + 1} of ${frames}. ` +
+      'The online book plays the whole motion.';
+    figure.append(still, caption);
+    box.replaceWith(figure);
+    report.stills += 1;
+  }
+
+  // 3. The contents list: parts, chapters and their sections, from the theme's print toc.
+  const toc = document.querySelector('#jb-print-toc nav');
+  const headingOf = (section) => section &&
+    section.querySelector([1, 2, 3, 4, 5, 6].map(n => `:scope > h${n}`).join(', '));
+  const texOf = (heading) => {
+    // The heading's text with each formula as its TeX source, in order.
+    const clone = heading.cloneNode(true);
+    clone.querySelectorAll('.headerlink').forEach(n => n.remove());
+    const items = window.MathJax && MathJax.startup && MathJax.startup.document
+      ? MathJax.startup.document.getMathItemsWithin(heading) : [];
+    const parts = [];
+    let k = 0;
+    const walk = (node) => {
+      for (const child of node.childNodes) {
+        if (child.nodeType === Node.TEXT_NODE) parts.push({text: child.textContent});
+        else if (child.nodeName === 'MJX-CONTAINER') parts.push({tex: items[k++] ? items[k - 1].math : ''});
+        else if (child.classList && child.classList.contains('headerlink')) continue;
+        else walk(child);
+      }
+    };
+    walk(heading);
+    return parts;
+  };
+  const entries = [];
+  const addEntry = (kind, level, heading, fallback) => {
+    // The link target: the heading's section when its id is unique in the book (the pages of
+    // the single-page build can repeat an id, e.g. "learning-objectives"), else the heading
+    // itself under an id of its own.
+    let target = null;
+    if (heading) {
+      const section = heading.parentElement;
+      const unique = section && section.nodeName === 'SECTION' && section.id &&
+        document.querySelectorAll(`[id="${CSS.escape(section.id)}"]`).length === 1;
+      if (unique) target = section.id;
+      else {
+        heading.id = 'rbtutor-heading-' + entries.length;
+        target = heading.id;
+      }
+    }
+    entries.push({kind, level, heading, id: target,
+                  parts: heading ? texOf(heading) : [{text: fallback}]});
+  };
+  const rootSection = article.querySelector('section');
+  const docs = [];
+  if (toc) {
+    for (const node of toc.children) {
+      if (node.matches('p.caption')) {
+        addEntry('part', 0, null, node.textContent.trim());
+      } else if (node.matches('ul')) {
+        for (const link of node.querySelectorAll('a[href^="#document-"]')) {
+          const name = decodeURIComponent(link.getAttribute('href').slice(1));
+          const marker = document.getElementById(name);
+          const section = marker && marker.nextElementSibling;
+          if (!section || section.nodeName !== 'SECTION') continue;
+          const depth = (link.closest('li').className.match(/toctree-l(\d)/) || [0, 1])[1] - 1;
+          docs.push(section);
+          addEntry('chapter', 1 + depth, headingOf(section));
+          for (const sub of section.querySelectorAll(':scope > section')) {
+            const h = headingOf(sub);
+            if (h) addEntry('section', 2 + depth, h);
+            for (const subsub of sub.querySelectorAll(':scope > section')) {
+              const hh = headingOf(subsub);
+              if (hh) addEntry('subsection', 3 + depth, hh);
+            }
+          }
+        }
+      }
+    }
+  }
+  // The introduction (the root page) comes first, with its own sections.
+  if (rootSection) {
+    const intro = [];
+    const addIntro = (kind, level, heading) => {
+      const before = entries.length;
+      addEntry(kind, level, heading);
+      intro.push(entries.splice(before, 1)[0]);
+    };
+    addIntro('chapter', 1, headingOf(rootSection));
+    for (const sub of rootSection.querySelectorAll(':scope > section')) {
+      if (sub.querySelector('span[id^="document-"]')) {
+        const h = headingOf(sub);
+        if (h) h.style.display = 'none';   // the heading that only wraps the chapters
+        continue;
+      }
+      const h = headingOf(sub);
+      if (h) addIntro('section', 2, h);
+    }
+    entries.unshift(...intro);
+  }
+  for (const section of docs) section.classList.add('rbtutor-print-chapter');
+
+  const front = document.createElement('section');
+  front.className = 'rbtutor-print-front';
+  const title = document.createElement('p');
+  title.className = 'rbtutor-print-title';
+  title.textContent = document.title.replace(/\s+[—-].*$/, '').trim() || 'rbtutor';
+  const rootHeading = rootSection && headingOf(rootSection);
+  if (rootHeading) title.textContent = rootHeading.textContent.replace('#', '').trim();
+  const edition_line = document.createElement('p');
+  edition_line.className = 'rbtutor-print-edition';
+  edition_line.textContent = edition === 'instructor'
+    ? 'Instructor edition: with the answers and worked solutions of the graded problems. Not for students.'
+    : 'Student edition: hints are printed; answers are left out.';
+  const contentsTitle = document.createElement('p');
+  contentsTitle.className = 'rbtutor-print-contents-title';
+  contentsTitle.textContent = 'Contents';
+  const list = document.createElement('ol');
+  list.className = 'rbtutor-print-contents';
+  entries.forEach((entry, index) => {
+    const item = document.createElement('li');
+    item.className = `rbtutor-print-${entry.kind} rbtutor-print-level-${entry.level}`;
+    if (entry.heading) {
+      const link = document.createElement('a');
+      link.href = '#' + entry.id;
+      link.className = 'rbtutor-print-entry';
+      const name = document.createElement('span');
+      name.className = 'rbtutor-print-name';
+      const copy = entry.heading.cloneNode(true);
+      copy.querySelectorAll('.headerlink').forEach(n => n.remove());
+      name.append(...copy.childNodes);
+      const page = document.createElement('span');
+      page.className = 'rbtutor-print-page';
+      page.dataset.entry = String(index);
+      page.textContent = '000';
+      link.append(name, page);
+      item.append(link);
+    } else {
+      item.textContent = entry.parts[0].text;
+    }
+    list.append(item);
+  });
+  front.append(title, edition_line, contentsTitle, list);
+  article.prepend(front);
+  const printToc = document.getElementById('jb-print-docs-body');
+  if (printToc) printToc.remove();
+
+  // 4. Wide content scaled to the printable width (the viewport is set to it).
+  const fit = (element, inner) => {
+    const available = element.parentElement ? element.parentElement.clientWidth : element.clientWidth;
+    const needed = inner.scrollWidth || inner.getBoundingClientRect().width;
+    if (available > 0 && needed > available + 1) {
+      element.style.zoom = String(Math.max(0.4, (available - 2) / needed));
+      report.scaled += 1;
+    }
+  };
+  for (const math of document.querySelectorAll('mjx-container[display="true"]')) {
+    const inner = math.querySelector('mjx-math') || math;
+    fit(math, inner);
+  }
+  for (const table of document.querySelectorAll('article table')) fit(table, table);
+
+  report.entries = entries.map(e => ({kind: e.kind, level: e.level, id: e.id, parts: e.parts}));
+  return report;
+})(%EDITION%, %GENERIC%, %ANSWER%)
+"""
+
+FILL_PAGES_JS = r"""
+((pages) => {
+  let filled = 0;
+  for (const span of document.querySelectorAll('.rbtutor-print-page')) {
+    const page = pages[span.dataset.entry];
+    if (page !== undefined && page !== null) { span.textContent = String(page); filled += 1; }
+  }
+  return filled;
+})(%PAGES%)
+"""
+
+
+def prepare_script(edition: str) -> str:
+    """PREPARE_JS for one edition ('student' or 'instructor')."""
+    if edition not in {"student", "instructor"}:
+        raise ValueError(f"expected edition 'student' or 'instructor', got {edition!r}")
+    return (PREPARE_JS.replace("%EDITION%", json.dumps(edition))
+            .replace("%GENERIC%", json.dumps(GENERIC_LABEL))
+            .replace("%ANSWER%", json.dumps(ANSWER_LABEL)))
+
+
+def fill_pages_script(pages: dict[int, int]) -> str:
+    """FILL_PAGES_JS with the page number of each contents entry (by its index)."""
+    return FILL_PAGES_JS.replace("%PAGES%", json.dumps({str(k): v for k, v in pages.items()}))

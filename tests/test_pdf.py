@@ -1,0 +1,199 @@
+"""`make pdf` prints a course text: no web-only labels or raw TeX, answers only in the instructor
+edition, a contents list with the right page numbers, and a clean outline.
+
+The single-page HTML build is made once, as `make pdf` does (or taken from
+RBTUTOR_BOOK_SINGLEHTML), and printed in both editions by book/_ext/print_pdf.py.
+Printing needs Chromium: without it these tests are skipped locally and fail in CI.
+"""
+
+from __future__ import annotations
+
+import doctest
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+
+import pdf_outline  # noqa: E402
+from chromium_cdp import CHROMIUM, chromium_available  # noqa: E402
+
+# The same command as JB_SINGLEHTML in the Makefile (`make pdf`).
+SINGLEHTML_ARGS = ["build", ".", "--all", "-W", "--keep-going", "--builder", "singlehtml",
+                   "--path-output", "_build/pdf"]
+SINGLEHTML_ENV = "RBTUTOR_BOOK_SINGLEHTML"
+
+# TeX that MathJax should have typeset: seen as text, it was not.
+# (Commands such as \\boldsymbol also occur in the printed code, in Matplotlib labels; delimiters do not.)
+RAW_TEX = ["$$", "\\(", "\\)", "\\[", "\\]", "\\begin{"]
+# Labels that only make sense on a screen.
+WEB_LABELS = ["Show code cell", "Hide code cell", "Show the ", "Hide the ", "Click to show",
+              "Toggle", "Skip to main content", "Back to top", "Ctrl+K", "Copy to clipboard",
+              "Download this page", "Decrease speed", "Increase speed", "Play backwards",
+              "First frame", "Last frame"]
+ANSWER_CAPTION = "Answers for the reference ship (Problem 1)"
+LEFT_OUT_NOTE = "The answers are printed in the instructor edition."
+
+
+def test_outline_titles_write_formulas_as_text():
+    """The TeX-to-text conversion of outline titles (its doctests) and a few headings of the book."""
+    failures, _ = doctest.testmod(pdf_outline, verbose=False)
+    assert failures == 0
+    convert = pdf_outline.tex_to_text
+    assert convert(r"\dot{\boldsymbol\theta} = \tfrac14 G^\top\vec\omega") == "θ̇ = 1/4 Gᵀω"
+    assert convert(r"G_b") == "G_b" and convert(r"G_0") == "G₀"
+    assert convert(r"GM") == "GM" and convert(r"z_G") == "z_G"
+    title = pdf_outline.entry_title([{"text": "The matrices "}, {"tex": "G_b"}, {"text": " and "},
+                                     {"tex": "G_0"}])
+    assert title == "The matrices G_b and G₀"
+
+
+@pytest.fixture(scope="module")
+def singlehtml() -> Path:
+    """The singlehtml build of the book (built here as `make pdf` does unless given)."""
+    if not chromium_available():
+        message = f"{CHROMIUM} is missing: the PDF cannot be printed"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (required in CI)", pytrace=False)
+        pytest.skip(message)
+    if os.environ.get(SINGLEHTML_ENV):
+        return Path(os.environ[SINGLEHTML_ENV]).resolve()
+    from conftest import VENV_BIN, build_env, offline_argv
+
+    proc = subprocess.run(offline_argv([str(VENV_BIN / "jb"), *SINGLEHTML_ARGS]), cwd=ROOT,
+                          env=build_env(), capture_output=True, text=True, check=False)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "pdf-singlehtml.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    assert proc.returncode == 0, f"singlehtml build failed:\n{proc.stderr[-3000:]}"
+    return ROOT / "_build" / "pdf" / "_build" / "singlehtml" / "index.html"
+
+
+def print_edition(index: Path, edition: str) -> Path:
+    from conftest import offline_argv
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    pdf = ARTIFACTS / f"rbtutor-{edition}.pdf"
+    argv = offline_argv([sys.executable, str(ROOT / "book" / "_ext" / "print_pdf.py"), str(index), str(pdf),
+                         "--edition", edition])
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False, timeout=1800)
+    assert proc.returncode == 0, f"print_pdf.py --edition {edition} failed:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    return pdf
+
+
+@pytest.fixture(scope="module")
+def student(singlehtml: Path):
+    from pypdf import PdfReader
+
+    return PdfReader(print_edition(singlehtml, "student"))
+
+
+@pytest.fixture(scope="module")
+def instructor(singlehtml: Path):
+    from pypdf import PdfReader
+
+    return PdfReader(print_edition(singlehtml, "instructor"))
+
+
+def pdf_text(reader) -> str:
+    return "\n".join(page.extract_text() or "" for page in reader.pages)
+
+
+def outline_entries(reader) -> list[tuple[int, str, int]]:
+    """(depth, title, 1-based page) of every outline entry, in order."""
+    found = []
+
+    def walk(items, depth):
+        for item in items:
+            if isinstance(item, list):
+                walk(item, depth + 1)
+            else:
+                found.append((depth, item.title, reader.get_destination_page_number(item) + 1))
+
+    walk(reader.outline, 0)
+    return found
+
+
+@pytest.mark.parametrize("edition", ["student", "instructor"])
+def test_no_raw_tex_and_no_web_labels(edition, request):
+    """Neither edition shows TeX source or a label of the web page (buttons, fold toggles)."""
+    text = pdf_text(request.getfixturevalue(edition))
+    raw = {s: text.count(s) for s in RAW_TEX if s in text}
+    assert not raw, f"raw TeX in the {edition} PDF: {raw}"
+    labels = {s: text.count(s) for s in WEB_LABELS if s in text}
+    assert not labels, f"web-only labels in the {edition} PDF: {labels}"
+
+
+def test_answers_only_in_the_instructor_edition(student, instructor):
+    """The instructor edition prints the answers and worked solutions; the student edition
+    says where they are instead, and prints the hints."""
+    student_text, instructor_text = pdf_text(student), pdf_text(instructor)
+    for marker in [ANSWER_CAPTION, "Worked solution of Problem 8(d)"]:
+        assert marker in instructor_text, f"{marker!r} missing from the instructor edition"
+        assert marker not in student_text, f"{marker!r} printed in the student edition"
+    assert student_text.count(LEFT_OUT_NOTE) >= 11, student_text.count(LEFT_OUT_NOTE)
+    assert LEFT_OUT_NOTE not in instructor_text
+    for text in (student_text, instructor_text):
+        assert "Hints for Problem 1" in text and "Hints for Problem 11" in text
+    assert "Instructor edition" in instructor_text[:2000] and "Student edition" in student_text[:2000]
+
+
+def test_animation_printed_as_a_still(student):
+    """The Problem 10 animation is one frame with a caption, not its controls."""
+    text = pdf_text(student)
+    assert "A still of the animation" in text
+
+
+def test_outline_is_clean_and_nested(student):
+    """Outline: parts, chapters and sections, none doubled, formulas as text, no TeX."""
+    entries = outline_entries(student)
+    titles = [t for _, t, _ in entries]
+    assert len(entries) >= 60, len(entries)
+    doubled = [t for t in titles if len(t) % 2 == 0 and len(t) > 2 and t[: len(t) // 2] == t[len(t) // 2:]]
+    assert not doubled, f"doubled outline entries: {doubled}"
+    assert not [t for t in titles if re.search(r"[\\${}]", t)], "TeX left in the outline"
+    assert not [t for t in titles if t != t.strip() or "  " in t or not t], "outline titles with gaps"
+    top = [t for d, t, _ in entries if d == 0]
+    for part in ["Getting started", "Rigid-body dynamics", "Euler parameters", "Exercises and reference"]:
+        assert part in top, f"part {part!r} not at the top of the outline: {top}"
+    # formulas in headings are kept as text
+    assert any("Ṙ" in t for t in titles), "the heading with Ṙ Rᵀ lost its formula"
+    assert any("G_b" in t and "G₀" in t for t in titles), "the heading on G_b and G_0 lost its formulas"
+    assert any(t.startswith("Euler parameters as second-order coordinates") for t in titles)
+
+
+def test_contents_list_has_the_right_page_numbers(student):
+    """The printed contents list gives, for each chapter, the page its outline entry points to."""
+    front = "\n".join((student.pages[i].extract_text() or "") for i in range(6))
+    assert "Contents" in front
+    checked, position = 0, 0
+    for depth, title, page in outline_entries(student):
+        # the entries come in the same order in both; titles with formulas are compared as text elsewhere
+        if depth != 1 or len(title) < 12 or not re.fullmatch(r"[\w ,’'()-]+", title):
+            continue
+        match = re.compile(re.escape(title) + r"\s*(\d+)\b").search(front, position)
+        assert match, f"chapter {title!r} not in the contents list (after character {position})"
+        assert int(match.group(1)) == page, f"{title!r}: contents says {match.group(1)}, it is on page {page}"
+        position = match.end()
+        checked += 1
+    assert checked >= 8, f"only {checked} chapters checked"
+
+
+def test_text_stays_inside_the_page(student):
+    """No text runs past the right edge of the page (wide formulas and tables are scaled)."""
+    overflow = []
+    for number, page in enumerate(student.pages, start=1):
+        width = float(page.mediabox.width)
+
+        def visit(text, cm, tm, font, size, _n=number, _w=width):
+            x = cm[0] * tm[4] + cm[2] * tm[5] + cm[4]
+            if text.strip() and x > _w - 10:
+                overflow.append((_n, round(x), text[:30]))
+
+        page.extract_text(visitor_text=visit)
+    assert not overflow, f"text beyond the right margin: {overflow[:10]}"
