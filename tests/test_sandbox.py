@@ -372,12 +372,25 @@ def link(fd):
     except FileNotFoundError:  # the descriptor that listed the folder
         return "/proc/"
 links = [link(fd) for fd in os.listdir("/proc/self/fd")]
+def identity(fd, target):
+    # what the descriptor is (device, inode, type), and what its path shows inside the sandbox
+    try:
+        st = os.fstat(int(fd))
+    except OSError:  # the descriptor that listed the folder
+        return None
+    seen = None
+    if target.startswith("/") and os.path.exists(target):
+        there = os.stat(target)
+        seen = [there.st_dev, there.st_ino]
+    return [target, st.st_dev, st.st_ino, st.st_mode & 0o170000, seen]
+descriptors = {fd: identity(fd, link(fd)) for fd in os.listdir("/proc/self/fd")}
 print("FACTS", json.dumps({
     "status": {k: status[k].split() for k in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd",
                                                "CapAmb", "NoNewPrivs", "Seccomp")},
     "limits": [resource.getrlimit(getattr(resource, "RLIMIT_" + n)) for n in ("AS", "NPROC", "FSIZE", "CORE")],
     "env": dict(os.environ), "cwd": os.getcwd(), "path0": sys.path[0], "umask": os.umask(0o022),
     "fds": sorted(link.split(":")[0] if ":" in link else link for link in links if "/proc/" not in link),
+    "descriptors": {fd: d for fd, d in descriptors.items() if d is not None},
     "ns": {n: os.readlink(f"/proc/self/ns/{n}") for n in ("mnt", "pid", "net", "ipc", "uts", "cgroup")},
     "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "pid": os.getpid(),
     "ppid": os.getppid(), "preloaded": "sympy" in sys.modules,
@@ -396,9 +409,13 @@ def test_a_zygote_copy_is_confined_as_a_fresh_kernel(one_course, monkeypatch):
     working folder; namespaces of its own; only its sandbox's processes in view."""
     _, work = one_course
     monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
+    monkeypatch.setenv("RBTUTOR_KERNEL_SEED", "4711")  # the same submission's seed for both
     fresh = kernel_facts(work)
-    monkeypatch.setenv("RBTUTOR_ZYGOTE", zygote())
+    fresh_grader = grader_descriptors()
+    address = zygote()
+    monkeypatch.setenv("RBTUTOR_ZYGOTE", address)
     copy = kernel_facts(work)
+    copy_grader = grader_descriptors(student_kernel.zygote_address(address)[1])
     assert not fresh["preloaded"] and copy["preloaded"]  # the copy really came from the zygote
     for facts in (fresh, copy):
         assert all(set(facts["status"][k]) == {"0000000000000000"} for k in facts["status"] if k.startswith("Cap"))
@@ -413,15 +430,52 @@ def test_a_zygote_copy_is_confined_as_a_fresh_kernel(one_course, monkeypatch):
         assert all(facts["ns"][n] != mine[n] for n in ("mnt", "pid", "net", "ipc", "uts")), facts["ns"]
     if os.getuid() != 0:
         assert fresh["status"]["Uid"] == copy["status"]["Uid"]
-        # open files: the kernel's own (its sockets, pipes, event fds, files in its /tmp), nothing inherited
-        assert all(fd.startswith(("socket", "pipe", "anon_inode", "/tmp/", "/dev/null")) for fd in facts["fds"]), facts
+    for facts, grader in ((fresh, fresh_grader), (copy, copy_grader)):
+        assert_own_descriptors(facts, grader)
     for key in ("limits", "env", "cwd", "path0", "umask"):
         if key == "limits" and os.getuid() == 0:  # the process limit counts the sandbox user's tasks
             assert fresh[key][:1] + fresh[key][2:] == copy[key][:1] + copy[key][2:]
             continue
         assert fresh[key] == copy[key], key
-    assert {"status", "limits", "env", "cwd", "path0", "umask", "fds", "ns", "processes", "pid", "ppid",
-            "preloaded", "new_user_namespace"} == set(fresh)
+    assert {"status", "limits", "env", "cwd", "path0", "umask", "fds", "descriptors", "ns", "processes", "pid",
+            "ppid", "preloaded", "new_user_namespace"} == set(fresh)
+
+
+def grader_descriptors(*pids: int) -> set[tuple[int, int]]:
+    """(st_dev, st_ino) of every open file of this test process (the grader) and of ``pids`` (the zygote)."""
+    found = set()
+    for pid in ("self", *pids):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                st = fd.stat()
+            except OSError:
+                continue
+            found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def assert_own_descriptors(facts: dict, grader: set[tuple[int, int]]) -> None:
+    """Every descriptor of the kernel is its own: none is an open file of the grader or the zygote
+    (compared by device and inode, as root too); stdin is /dev/null, stdout and stderr the launcher's
+    pipe; a file or folder it holds is one the sandbox shows at that path, in its own /tmp or working
+    folder."""
+    kinds = {0o140000: "socket", 0o010000: "pipe", 0o100000: "file", 0o040000: "folder", 0o020000: "device"}
+    for fd, (target, dev, ino, mode, seen) in facts["descriptors"].items():
+        kind = kinds.get(mode, "other")
+        if target == "/dev/null":  # the one device everyone shares
+            assert kind == "device" and seen == [dev, ino], (fd, target)
+            continue
+        if target.startswith("anon_inode:"):  # event fds, epoll: one inode for all of them, nothing to compare
+            continue
+        assert (dev, ino) not in grader, (fd, target, "an open file of the grader or the zygote")
+        assert fd != "0", ("stdin is not /dev/null", target)
+        if fd in ("1", "2"):
+            assert kind == "pipe", facts["descriptors"]
+        elif kind in ("file", "folder", "device"):
+            assert target.startswith(("/tmp/", facts["cwd"])), (fd, target)
+            assert seen == [dev, ino], (fd, target, "not the file the sandbox shows at that path")
+        else:
+            assert kind in ("socket", "pipe", "other"), (fd, target, kind)
 
 
 def test_nothing_of_one_notebook_reaches_the_next(course):
@@ -485,7 +539,7 @@ def test_how_the_kernel_ended_is_reported(course):
 
 def test_the_zygote_cannot_be_reached_from_a_kernel(one_course):
     _, work = one_course
-    name = zygote()
+    name, _ = student_kernel.zygote_address(zygote())
     out = execute(work, [probe(f"""
         import socket
         socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect("\\0" + {name!r})
@@ -496,7 +550,7 @@ def test_the_zygote_cannot_be_reached_from_a_kernel(one_course):
 @pytest.mark.skipif(os.getuid() != 0, reason="needs a second user")
 def test_the_zygote_serves_only_its_own_user(one_course):
     """Another uid on the same machine (it shares the zygote's network namespace) is turned away."""
-    name = zygote()
+    name, _ = student_kernel.zygote_address(zygote())
     request = json.dumps({"uid": None, "limits": {}, "cwd": "/", "env": {}, "argv": [], "source": "print(1)"})
     code = textwrap.dedent(f"""
         import os, socket

@@ -19,9 +19,22 @@ It is an IPython kernel with these differences from a plain one:
   one kernel's fork loop cannot use up the process limit of another graded at the same
   time), otherwise as the grading user; the working folder is handed to that uid
   (chown of that one folder) so that the kernel can write there;
-* it is bounded: address space ``RBTUTOR_KERNEL_MEMORY`` (bytes, default 4 GiB),
-  processes and threads ``RBTUTOR_KERNEL_NPROC`` more than that user has at launch
-  (default 128), files ``RBTUTOR_KERNEL_FSIZE`` (default 1 GiB), ``/tmp`` 512 MiB.
+* it is bounded: resident memory of the kernel and every process it starts
+  ``RBTUTOR_KERNEL_TREE_MEMORY`` (default 2 GiB, no swap) in a memory cgroup of its own, a
+  child of the grader's (v2, else v1; where none can be made, for instance when grading
+  unprivileged, only the per-process bound holds and the launcher records why); address
+  space per process ``RBTUTOR_KERNEL_MEMORY`` (bytes, default 4 GiB), processes and threads
+  ``RBTUTOR_KERNEL_NPROC`` more than that user has at launch (default 128), files
+  ``RBTUTOR_KERNEL_FSIZE`` (default 1 GiB), ``/tmp`` 512 MiB, the working folder 256 MiB,
+  the socket folder 16 KiB;
+* it never holds the grader's standard streams: its stdin is ``/dev/null``, its stdout and
+  stderr a pipe the launcher reads, keeping the first 64 KiB and counting the rest
+  (:func:`kernel_record`, which the grader reads and names in the integrity report);
+* it is seeded: ``random`` and NumPy's global generator get the submission's seed
+  (``RBTUTOR_KERNEL_SEED``, which the grader derives from the course salt, the student and the
+  assignment; a random one when none is given) just before the first cell, and every grading
+  kernel runs with ``PYTHONHASHSEED=0``, so a kernel started from nothing and a zygote copy
+  draw the same numbers and order sets the same way.
 
 :func:`install` writes the kernelspec ``rbtutor-student`` into the environment; its
 argv is ``python -I <this file> -f {connection_file}`` (the file as a script, so that
@@ -32,8 +45,12 @@ builds the ``bwrap`` command and ``exec``s it; inside, a short program installs 
 ``rbtutor`` refusal and starts ipykernel.
 
 The kernel cannot be reached over TCP from outside its network namespace, so the
-kernel manager must use the ``ipc`` transport with its sockets in a private folder,
-which the launcher binds into the sandbox. In nbgrader_config.py::
+kernel manager must use the ``ipc`` transport with a private folder for its connection
+files (mode 0700, the grader's). That folder is not shown to the kernel: the kernel binds
+its sockets in a tmpfs of 16 KiB of its own inside the sandbox (``SOCKETS``), and the
+launcher puts links in the private folder, one per socket, to
+``/proc/<sandbox's first pid>/root/<SOCKETS>/...`` (:func:`link_sockets`), where the grader
+connects. In nbgrader_config.py::
 
     c.KernelManager.transport = "ipc"
     c.KernelManager.ip = student_kernel.ipc_prefix()
@@ -55,9 +72,10 @@ refusal; any transport) sets ``RBTUTOR_UNCONFINED=1``.
 
 What it does not protect: anything readable by everyone outside the hidden folders
 (the system, other folders under ``/work`` or ``/opt``...), CPU time (only nbgrader's
-per-cell timeout bounds it), the number and total size of files written into the
-working folder beyond the per-file limit, and the kernel's own outputs, which the
-grading process reads (they are judged there, see rbtutor.autograde).
+per-cell timeout and the notebook's time limit bound it), and the kernel's own messages,
+which the grading process reads and checks (see :mod:`rbtutor.grading.execute`). The kernel
+can replace its own sockets in its socket tmpfs by links; the grader then connects where
+those lead, as it would have before (the kernel's files are not the grader's to trust).
 """
 
 from __future__ import annotations
@@ -84,10 +102,17 @@ TMP_SIZE = 512 * 2**20
 WORK_SIZE = 256 * 2**20  # the kernel's working folder: a tmpfs of this size inside the sandbox
 INPUT = "/tmp/.rbtutor-input"  # where the notebook's folder is seen, read-only, inside the sandbox
 HIDE_SIZE = 4 * 2**20
+DEFAULT_TREE_MEMORY = 2 * GIB  # resident memory of the kernel and all its processes (a cgroup, where one can be made)
+SOCKETS = "/tmp/.rbtutor-ipc"  # the kernel's IPC sockets, inside the sandbox: a tmpfs of SOCKET_FS_SIZE of its own
+SOCKET_FS_SIZE = 16 * 2**10
+CONNECTION = "/tmp/.rbtutor-connection.json"  # the kernel's connection file, bound read-only
+OUTPUT_KEEP = 64 * 2**10  # bytes of what the kernel writes to its stdout and stderr kept for the grader
+KERNEL_HASH_SEED = "0"  # PYTHONHASHSEED of every grading kernel, fresh or a zygote copy
 ALWAYS_HIDDEN = ("/home", "/root", "/srv")
 # variables passed into the sandbox (everything else is cleared)
 KEPT_ENV = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ", "NBGRADER_EXECUTION",
-            "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION")
+            "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PYDEVD_DISABLE_FILE_VALIDATION",
+            "RBTUTOR_KERNEL_SEED")
 
 
 class SandboxError(RuntimeError):
@@ -124,7 +149,26 @@ for _base, _dirs, _files in os.walk(_input):
             with open(os.path.join(_base, _name), "rb") as _src, open(os.path.join(_here, _name), "wb") as _dst:
                 _dst.write(_src.read())
 from ipykernel import kernelapp
-kernelapp.launch_new_instance()
+_app = kernelapp.IPKernelApp.instance()
+_app.initialize()
+
+
+def _seed_generators(*_):
+    # Just before the notebook's first cell, the same way whether the kernel started from nothing or as
+    # a copy of the zygote (whose generators were seeded once, in the zygote): the submission's seed
+    _app.shell.events.unregister("pre_run_cell", _seed_generators)
+    import random
+    seed = int(os.environ.get("RBTUTOR_KERNEL_SEED") or 0)
+    random.seed(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed % 2**32)
+
+
+_app.shell.events.register("pre_run_cell", _seed_generators)
+_app.start()
 """
 
 
@@ -215,6 +259,8 @@ def _connection(path: str) -> dict:
 def kernel_env() -> dict[str, str]:
     """The grading kernel's environment variables (all it gets)."""
     env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+    if not env.get("RBTUTOR_KERNEL_SEED", "").isdigit():  # no submission's seed given: one of its own
+        env["RBTUTOR_KERNEL_SEED"] = str(int.from_bytes(os.urandom(8), "big"))
     env.update(HOME="/tmp", PATH=f"{Path(sys.prefix).resolve() / 'bin'}:/usr/bin:/bin", RBTUTOR_AUTOGRADING="1",
                MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"), MPLCONFIGDIR="/tmp/matplotlib",
                # one BLAS/OpenMP thread: the notebooks' matrices are small, and idle BLAS threads
@@ -222,7 +268,10 @@ def kernel_env() -> dict[str, str]:
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                # the grading process is outside the PID namespace: no parent to poll (1 = none),
                # which also keeps ipykernel from printing its stand-alone banner on stdout
-               JPY_PARENT_PID="1")
+               JPY_PARENT_PID="1",
+               # one hash seed for every grading kernel: a zygote copy keeps the zygote's, so fresh
+               # kernels get the same one and a notebook's results do not depend on how its kernel started
+               PYTHONHASHSEED=KERNEL_HASH_SEED)
     return env
 
 
@@ -272,6 +321,9 @@ class SandboxPlan(NamedTuple):
     env: dict[str, str]
     args: list[str]  # ipykernel's arguments, with the connection file as seen inside
     work: str  # the kernel's working folder (resolved), where bwrap starts it
+    run: str  # the grader's private socket folder: the links to the kernel's sockets, its output, its status
+    name: str  # the connection file's stem: this kernel's files in ``run`` start with it
+    connection: dict  # the grader's connection information
 
 
 def _python() -> str:
@@ -330,13 +382,16 @@ def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
     if _under(run, work) or _under(work, run):
         raise SandboxError(f"the socket folder {run} and the working folder {work} must be apart")
 
+    # The kernel binds its sockets in a tmpfs of its own inside the sandbox (SOCKETS, a few KiB); the
+    # grader reaches them through links in its private socket folder (link_sockets). The kernel reads
+    # its connection file, which names SOCKETS, from a read-only bind.
     inner_conn = run / (Path(argv[at]).stem + "-sandbox.json")
-    shutil.copyfile(argv[at], inner_conn)
-    os.chmod(inner_conn, 0o600)
+    inner_conn.unlink(missing_ok=True)
+    with open(os.open(inner_conn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        json.dump({**info, "ip": f"{SOCKETS}/{Path(info['ip']).name}"}, handle)
     if root:
-        for path in (run, inner_conn):
-            os.chown(path, uid, uid)
-    args = [*argv[:at], str(inner_conn), *argv[at + 1:]]
+        os.chown(inner_conn, uid, uid)
+    args = [*argv[:at], CONNECTION, *argv[at + 1:]]
 
     # As root, bwrap runs privileged and without a user namespace, so that setpriv can
     # drop to a real unprivileged uid (RLIMIT_NPROC does not apply to root, nor to a
@@ -355,7 +410,7 @@ def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
     # a bound folder that the sandbox user could not pass anyway (e.g. /root, 0700).
     hide = [f for f in hidden if f.exists()]
     if root:
-        for target in (venv, base, work, run):
+        for target in (venv, base, work):
             for parent in reversed(target.parents):
                 if any(_under(parent, f) for f in [Path("/tmp"), *hide]):
                     break
@@ -396,8 +451,8 @@ def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
         cmd += [option, str(target), str(target)]
     if _under(package, venv) or _under(package, base):  # an installed rbtutor: hide it again
         cmd += ["--size", str(HIDE_SIZE), "--tmpfs", str(package)]
-    passable(run)
-    cmd += ["--bind", str(run), str(run)]
+    cmd += ["--perms", "1777", "--size", str(SOCKET_FS_SIZE), "--tmpfs", SOCKETS,
+            "--ro-bind", str(inner_conn), CONNECTION]
     # The working folder is a private tmpfs (bounded in size, gone with the sandbox): the kernel
     # writes nothing to the grader's disk. The notebook's folder is seen read-only at INPUT and
     # copied into it when the kernel starts.
@@ -410,7 +465,8 @@ def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
     limits = {"as": _size("RBTUTOR_KERNEL_MEMORY", DEFAULT_MEMORY),
               "nproc": _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC),
               "fsize": _size("RBTUTOR_KERNEL_FSIZE", DEFAULT_FSIZE), "core": 0}
-    return SandboxPlan(cmd, uid if root else None, limits, env, args, str(work))
+    return SandboxPlan(cmd, uid if root else None, limits, env, args, str(work), str(run),
+                       Path(argv[at]).stem, info)
 
 
 # The sandbox's placeholder for a kernel started by the zygote: says it is ready (the sandbox is
@@ -421,8 +477,8 @@ _zygote: tuple[subprocess.Popen, str] | None = None  # the zygote this process s
 
 
 def start_zygote(timeout: float = 120.0) -> str | None:
-    """Start a zygote (see :mod:`rbtutor.grading.zygote`) and return its name, also set as
-    ``RBTUTOR_ZYGOTE`` so that the kernels this process and its children start come from it.
+    """Start a zygote (see :mod:`rbtutor.grading.zygote`) and return its address ``<name>@<pid>``, also
+    set as ``RBTUTOR_ZYGOTE`` so that the kernels this process and its children start come from it.
 
     Returns the name of the running one if this process or its parent started one; None
     (kernels then start from nothing) where there is no sandbox or the zygote did not
@@ -457,10 +513,11 @@ def start_zygote(timeout: float = 120.0) -> str | None:
         print(f"rbtutor: the kernel zygote did not start within {timeout:g} s; kernels start from nothing",
               file=sys.stderr)
         return None
-    _zygote = (process, name)
+    value = f"{name}@{process.pid}"  # the launcher checks that this pid answers on the socket
+    _zygote = (process, value)
     atexit.register(_stop_zygote, process)
-    os.environ["RBTUTOR_ZYGOTE"] = name
-    return name
+    os.environ["RBTUTOR_ZYGOTE"] = value
+    return value
 
 
 def _stop_zygote(process: subprocess.Popen) -> None:
@@ -493,38 +550,73 @@ def zygote_running(timeout: float = 120.0):
             os.environ.pop("RBTUTOR_ZYGOTE", None)
 
 
-def start_from_zygote(name: str, plan: SandboxPlan) -> int | None:
-    """Run the kernel as a copy of zygote ``name`` inside the sandbox of ``plan``, until it ends.
+def zygote_address(value: str) -> tuple[str, int]:
+    """``RBTUTOR_ZYGOTE`` (``<name>@<pid>``) as the socket name and the pid of the zygote that must answer."""
+    name, at, pid = value.rpartition("@")
+    if not at or not name or not pid.isdigit():
+        raise SandboxError(f"RBTUTOR_ZYGOTE must be <name>@<pid of the zygote>, got {value!r}")
+    return name, int(pid)
 
-    Returns the kernel's exit status (128 + signal when it was killed), or None when the zygote
-    could not be used; nothing of the notebook has run then, and the caller starts the kernel
-    from nothing.
+
+def _peer(conn) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    import socket
+    import struct
+
+    pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid, uid
+
+
+def start_from_zygote(value: str, plan: SandboxPlan, stdio: tuple[int, int, int], notices: list[str],
+                      group: Path | None = None) -> tuple[subprocess.Popen, int] | None:
+    """Start the sandbox of ``plan`` with a placeholder, and have zygote ``value`` (``name@pid``) put a
+    copy of itself in it as the kernel, with ``stdio`` as its standard streams.
+
+    Returns the sandbox's ``bwrap`` process and the pid of its first process, or None (with the reason
+    appended to ``notices``) when the zygote could not be used; nothing of the notebook has run then,
+    and the caller starts the kernel from nothing. Whoever answers on the zygote's socket must be
+    the zygote (its pid and this user's uid, SO_PEERCRED) before anything is sent to it.
     """
     import socket
 
+    try:
+        name, expected = zygote_address(value)
+    except SandboxError as exc:
+        notices.append(str(exc))
+        return None
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+        conn.settimeout(10)
         try:
             conn.connect("\0" + name)
-        except OSError:
+            pid, uid = _peer(conn)
+        except OSError as exc:
+            notices.append(f"the zygote {name} cannot be reached ({exc})")
+            return None
+        if (pid, uid) != (expected, os.getuid()):
+            notices.append(f"the zygote's socket {name} is answered by pid {pid} uid {uid}, not by the zygote "
+                           f"(pid {expected} uid {os.getuid()}): nothing was sent to it")
             return None
         status_in, status_out = os.pipe()
         ready_in, ready_out = os.pipe()
         info_in, info_out = os.pipe()
         command = [*plan.bwrap, "--info-fd", str(info_out), "--", *_drop_to(plan.uid), "sh", "-c", PLACEHOLDER]
-        box = subprocess.Popen(command, stdin=status_in, stdout=ready_out, pass_fds=(info_out,))
+        box = subprocess.Popen(command, stdin=status_in, stdout=ready_out, stderr=stdio[2], pass_fds=(info_out,))
         for fd in (status_in, ready_out, info_out):
             os.close(fd)
         with os.fdopen(info_in, "rb") as info, os.fdopen(ready_in, "rb") as ready:
-            facts = info.read()
+            facts = info.read(4096)
             up = ready.read(1) == b"\n"
+        first_pid = None
         try:
             if not up:
                 raise OSError("the sandbox did not start")
-            first = os.pidfd_open(json.loads(facts)["child-pid"])
-            request = {"uid": plan.uid, "limits": plan.limits, "cwd": plan.work,
-                       "env": plan.env, "argv": plan.args, "source": INNER_SOURCE}
+            first_pid = json.loads(facts)["child-pid"]
+            first = os.pidfd_open(first_pid)
+            request = {"uid": plan.uid, "limits": plan.limits, "cwd": plan.work, "env": plan.env,
+                       "argv": plan.args, "source": INNER_SOURCE,
+                       "cgroup": str(group / "cgroup.procs") if group else None}
             try:
-                socket.send_fds(conn, [json.dumps(request).encode()], [first, status_out, 0, 1, 2])
+                socket.send_fds(conn, [json.dumps(request).encode()], [first, status_out, *stdio])
             finally:
                 os.close(first)
             conn.settimeout(60)
@@ -536,12 +628,270 @@ def start_from_zygote(name: str, plan: SandboxPlan) -> int | None:
         if answer != b"ready":
             box.kill()
             box.wait()
-            print(f"rbtutor.student_kernel: the zygote could not start the kernel "
-                  f"({answer.decode(errors='replace') or 'no answer'}); starting it from nothing",
-                  file=sys.stderr)
+            notices.append("the zygote could not start the kernel: "
+                           + _printable(answer.decode(errors="replace")[:300] or "no answer"))
             return None
+    return box, first_pid
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def start_fresh(plan: SandboxPlan, stdio: tuple[int, int, int]) -> tuple[subprocess.Popen, int | None]:
+    """Start the kernel of ``plan`` from nothing; return its ``bwrap`` process and the sandbox's first pid
+    (None when bubblewrap could not set it up; it then exits with an error on the kernel's stderr)."""
+    info_in, info_out = os.pipe()
+    command = fresh_kernel_argv(plan)
+    command[len(plan.bwrap):len(plan.bwrap)] = ["--info-fd", str(info_out)]
+    box = subprocess.Popen(command, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2], pass_fds=(info_out,))
+    os.close(info_out)
+    with os.fdopen(info_in, "rb") as info:
+        facts = info.read(4096)
+    try:
+        return box, json.loads(facts)["child-pid"]
+    except (ValueError, KeyError):
+        return box, None
+
+
+def link_sockets(plan: SandboxPlan, first_pid: int) -> None:
+    """Links in the grader's socket folder to the kernel's sockets inside its sandbox.
+
+    The grader connects to ``<ip>-<port>`` as the connection file says; each is a link to
+    ``/proc/<first pid>/root/<SOCKETS>/...``, the socket as the sandbox's mount namespace shows it.
+    The link's own path is as short as the folder ``ipc_prefix`` made, whatever the target's length
+    (a Unix socket path has at most 107 bytes).
+    """
+    ip = Path(plan.connection["ip"])
+    for key in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
+        port = plan.connection[key]
+        link = Path(f"{ip}-{port}")
+        link.unlink(missing_ok=True)
+        os.symlink(f"/proc/{first_pid}/root{SOCKETS}/{ip.name}-{port}", link)
+
+
+# --------------------------------------------------------------------------- memory of the process tree
+
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+GROUP_PREFIX = "rbtutor-kernel-"
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per controller ("" for the cgroup-v2 hierarchy)."""
+    found = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            found[controller] = path
+    return found
+
+
+def _sweep(base: Path) -> None:
+    """Remove the kernel groups under ``base`` whose launcher is gone (one killed before it could)."""
+    for folder in base.glob(f"{GROUP_PREFIX}*"):
+        pid = folder.name[len(GROUP_PREFIX):]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            try:
+                folder.rmdir()
+            except OSError:  # processes still in it: the next sweep takes it
+                continue
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(value)
+
+
+def _v2_base(own: dict[str, str]) -> Path:
+    mount = CGROUP_MOUNT if (CGROUP_MOUNT / "cgroup.controllers").exists() else CGROUP_MOUNT / "unified"
+    return mount / own.get("", "/").lstrip("/")
+
+
+def memory_group(limit: int) -> tuple[Path | None, str]:
+    """A memory cgroup for one kernel's whole process tree, a child of this process's own group.
+
+    Tries cgroup v2 (``memory.max``, ``memory.swap.max`` 0), then v1 (``memory.limit_in_bytes``,
+    ``memory.memsw.limit_in_bytes`` equal to it, so no swap). Returns the group's folder and how the
+    memory is bounded, or None and why no group could be made (only the per-process limit holds then).
+    """
+    own = _own_cgroups()
+    reasons = []
+    base = _v2_base(own)
+    if "" in own and "memory" in _read(base / "cgroup.subtree_control").split():
+        settings = [("memory.max", str(limit)), ("memory.swap.max", "0"), ("memory.oom.group", "1")]
+        made = _make_group(base, settings, reasons, "cgroup v2")
+        if made:
+            return made, f"cgroup v2 memory.max {limit} bytes, no swap ({made})"
+    else:
+        reasons.append(f"cgroup v2: no memory controller for {base}")
+    if "memory" in own:
+        base = CGROUP_MOUNT / "memory" / own["memory"].lstrip("/")
+        settings = [("memory.limit_in_bytes", str(limit)), ("memory.memsw.limit_in_bytes", str(limit))]
+        made = _make_group(base, settings, reasons, "cgroup v1")
+        if made:
+            return made, f"cgroup v1 memory.limit_in_bytes {limit} bytes, no swap ({made})"
+    else:
+        reasons.append("cgroup v1: no memory controller")
+    return None, "per process only (RLIMIT_AS): no cgroup could be made: " + "; ".join(reasons)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _make_group(base: Path, settings: list[tuple[str, str]], reasons: list[str], kind: str) -> Path | None:
+    folder = base / f"{GROUP_PREFIX}{os.getpid()}"
+    try:
+        _sweep(base)
+        folder.mkdir()
+    except OSError as exc:
+        reasons.append(f"{kind}: {exc}")
+        return None
+    try:
+        for name, value in settings:
+            if (folder / name).exists() or name in ("memory.max", "memory.limit_in_bytes"):
+                _write(folder / name, value)
+        if kind == "cgroup v1" and not (folder / "memory.memsw.limit_in_bytes").exists():
+            _write(folder / "memory.swappiness", "0")  # no swap accounting here: at least no swapping
+    except OSError as exc:
+        reasons.append(f"{kind}: {exc}")
+        folder.rmdir()
+        return None
+    return folder
+
+
+def memory_kills(group: str | Path | None) -> int:
+    """How many processes of ``group`` the kernel killed for going over its memory limit (0 without one)."""
+    if not group:
+        return 0
+    for name in ("memory.events", "memory.oom_control"):
+        for line in _read(Path(group) / name).splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return 0
+
+
+@contextmanager
+def inside(group: Path | None):
+    """This process inside ``group`` for the block (what it starts stays there), back in its own after."""
+    if group is None:
+        yield
+        return
+    _write(group / "cgroup.procs", str(os.getpid()))
+    try:
+        yield
+    finally:
+        _write(group.parent / "cgroup.procs", str(os.getpid()))
+
+
+def remove_group(group: Path | None, wait: float = 5.0) -> None:
+    """Remove ``group`` once its processes are gone (the sandbox's die with its first one)."""
+    import time
+
+    if group is None:
+        return
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return  # left for the next launcher's sweep
+            time.sleep(0.02)
+
+
+# --------------------------------------------------------------------------- the kernel's own output
+
+def kernel_files(run: str | Path, name: str) -> dict[str, Path]:
+    """Where the launcher of the kernel whose connection file is ``<run>/<name>.json`` records: the first
+    OUTPUT_KEEP bytes the kernel wrote to its stdout and stderr, the count of all of them, its status."""
+    return {kind: Path(run) / f"{name}-{kind}" for kind in ("output.txt", "output.count", "status.json")}
+
+
+def _drain(fd: int, files: dict[str, Path]) -> None:
+    """Read the kernel's stdout and stderr until every writer has closed it: the first OUTPUT_KEEP bytes
+    into a file, the number of all bytes read kept up to date in another (the launcher may be killed)."""
+    kept = total = 0
+    with open(files["output.txt"], "wb") as out, open(files["output.count"], "wb") as count:
+        while chunk := os.read(fd, 1 << 16):
+            total += len(chunk)
+            if kept < OUTPUT_KEEP:
+                out.write(chunk[:OUTPUT_KEEP - kept])
+                out.flush()
+                kept = min(total, OUTPUT_KEEP)
+            os.pwrite(count.fileno(), f"{total:020d}".encode(), 0)
+
+
+def _write_status(path: Path, status: dict) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(status))
+    os.replace(temporary, path)
+
+
+def kernel_record(run: str | Path, name: str = "connection") -> dict:
+    """What the launcher recorded of the kernel whose connection file was ``<name>.json`` with its sockets
+    in ``run``: its status (memory bound, notices, exit status, processes killed over the memory limit),
+    the first part of its output (``output``) and the bytes it wrote in all (``output_bytes``). Empty when
+    nothing was recorded (not a kernel of this launcher)."""
+    files = kernel_files(run, name)
+    try:
+        record = json.loads(files["status.json"].read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(record, dict):
+        return {}
+    record["output"] = files["output.txt"].read_bytes().decode("utf-8", "replace") \
+        if files["output.txt"].exists() else ""
+    try:
+        record["output_bytes"] = int(files["output.count"].read_bytes() or b"0")
+    except (OSError, ValueError):
+        record["output_bytes"] = 0
+    return record
+
+
+def run_kernel(plan: SandboxPlan) -> int:
+    """Start the kernel of ``plan`` (a copy of the zygote named by ``RBTUTOR_ZYGOTE`` if there is one and
+    it answers, else from nothing) and stay until it ends; return its exit status.
+
+    The kernel's standard input is /dev/null and its stdout and stderr go into a pipe this process
+    reads (:func:`_drain`): nothing it writes reaches the grader's own streams. Its process tree is
+    put in a memory cgroup of its own where one can be made (:func:`memory_group`).
+    """
+    files = kernel_files(plan.run, plan.name)
+    tree_limit = _size("RBTUTOR_KERNEL_TREE_MEMORY", DEFAULT_TREE_MEMORY)
+    group, memory = memory_group(tree_limit)
+    status = {"launcher": os.getpid(), "memory": memory, "cgroup": str(group) if group else None,
+              "tree_limit": tree_limit if group else None, "notices": []}
+    out_r, out_w = os.pipe()
+    stdio = (os.open(os.devnull, os.O_RDONLY), out_w, out_w)
+    try:
+        with inside(group):
+            started = None
+            if os.environ.get("RBTUTOR_ZYGOTE"):
+                started = start_from_zygote(os.environ["RBTUTOR_ZYGOTE"], plan, stdio, status["notices"], group)
+            if started is None:
+                started = start_fresh(plan, stdio)
+    finally:
+        for fd in set(stdio):
+            os.close(fd)
+    box, first_pid = started
+    if first_pid is not None:
+        link_sockets(plan, first_pid)
+    status["sandbox"] = first_pid
+    _write_status(files["status.json"], status)
+    _drain(out_r, files)
+    os.close(out_r)
     code = box.wait()
-    return 128 - code if code < 0 else code
+    code = 128 - code if code < 0 else code
+    status.update(exit=code, memory_kills=memory_kills(group))
+    _write_status(files["status.json"], status)
+    remove_group(group)
+    return code
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -557,19 +907,11 @@ def main(argv: list[str] | None = None) -> None:
     except SandboxError as exc:
         print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
         sys.exit(2)
-    zygote = os.environ.get("RBTUTOR_ZYGOTE")
-    if zygote:
-        import ctypes
+    import ctypes
 
-        # the sandbox dies with this process (bwrap --die-with-parent), and this process with the grader
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        code = start_from_zygote(zygote, plan)
-        if code is not None:
-            sys.exit(code)
-    cmd = fresh_kernel_argv(plan)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execvp(cmd[0], cmd)
+    # the sandbox dies with this process (bwrap --die-with-parent), and this process with the grader
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    sys.exit(run_kernel(plan))
 
 
 if __name__ == "__main__":

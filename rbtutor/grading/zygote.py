@@ -21,10 +21,16 @@ the copy, and the launcher starts the kernel from nothing instead, so a kernel n
 less confined than one started without the zygote.
 
 Protocol: a SEQPACKET socket in the abstract namespace of the grader's network namespace
-(sandboxes have their own, so no kernel can reach it), peers checked to be the zygote's
-own uid. The launcher sends one message: the request as JSON, with five descriptors
-(a pidfd of the sandbox's first process, the write end of the placeholder's status pipe,
-the kernel's stdin, stdout and stderr); the copy answers ``ready`` or ``error: ...``.
+(sandboxes have their own, so no kernel can reach it). Both ends check the other with
+SO_PEERCRED: the zygote serves only its own uid; the launcher talks only to the pid the
+zygote's address names (``RBTUTOR_ZYGOTE`` is ``<name>@<pid>``) with the launcher's uid, and
+sends nothing to anyone else. Each connection is read in a process of its own, at most
+RECEIVE_TIMEOUT seconds, so a silent peer holds up no other request. The launcher sends one
+message: the request as JSON (with the path of the kernel's memory cgroup, which the copy
+joins before it enters the sandbox), with five descriptors (a pidfd of the sandbox's first
+process, the write end of the placeholder's status pipe, the kernel's stdin, stdout and
+stderr, which are /dev/null and the launcher's output pipe, never the grader's); the copy
+answers ``ready`` or ``error: ...``.
 When the kernel ends, its parent writes the exit status (128 + signal when killed) to
 the status pipe; the placeholder exits with it, and so does the sandbox, which is how
 the kernel manager learns how its kernel ended.
@@ -55,6 +61,7 @@ LIMITS = {"as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC,
           "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}
 # what the kernels import, once here rather than once per notebook (ipykernel skips the debugger, as
 # the grading kernel does: debugpy is refused before ipykernel is imported)
+RECEIVE_TIMEOUT = 10  # seconds a launcher has to send its request once connected
 PRELOAD = ("numpy", "scipy.integrate", "sympy", "ipykernel.kernelapp", "ipykernel.ipkernel")
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -138,12 +145,24 @@ def _become_kernel(request: dict, stdio: list[int], conn: socket.socket) -> None
     exec(compile(request["source"], "<rbtutor-grading-kernel>", "exec"), {"__name__": "__main__"})
 
 
+def _join(procs: str) -> None:
+    """Move this process into the cgroup whose ``cgroup.procs`` is ``procs`` (a kernel's memory group, made
+    by the launcher; this process stays in it with the kernel, which dies with it)."""
+    if not procs.startswith("/sys/fs/cgroup/") or os.path.basename(procs) != "cgroup.procs" or ".." in procs:
+        raise OSError(f"expected a cgroup.procs file under /sys/fs/cgroup, got {procs!r}")
+    with open(procs, "w") as handle:
+        handle.write(str(os.getpid()))
+
+
 def _serve(request: dict, fds: list[int], conn: socket.socket) -> int:
     """A copy of the zygote: join the sandbox, fork the kernel, report how it ended. Returns a status."""
     pidfd, status_pipe, *stdio = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     flags = SANDBOX_NAMESPACES | (CLONE_NEWUSER if request["uid"] is None else 0)
+    group = request.get("cgroup")
     try:
+        if group:  # the kernel's memory group, joined while the host's /sys is still in view
+            _join(group)
         _check(_libc.setns(pidfd, flags), "joining the sandbox's namespaces")
         os.close(pidfd)
         kernel = os.fork()
@@ -198,28 +217,32 @@ def main(name: str) -> None:
         if listener not in readable:
             continue
         conn, _ = listener.accept()
-        _, peer_uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-        fds: list[int] = []
         try:
-            if peer_uid != os.getuid():
-                continue
-            message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 5)
-            if len(fds) != 5:
-                continue
-            request = json.loads(message)
-            if os.fork() == 0:
+            _, peer_uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            # each request is read in a process of its own, with a time limit: a peer that says
+            # nothing holds up no one else
+            if peer_uid == os.getuid() and os.fork() == 0:
                 listener.close()
-                code = 1
-                try:
-                    code = _serve(request, fds, conn)
-                finally:
-                    os._exit(code)
-        except (OSError, ValueError):
-            pass
+                os._exit(_receive(conn))
         finally:
             conn.close()
-            for fd in fds:
-                os.close(fd)
+
+
+def _receive(conn: socket.socket) -> int:
+    """Read one request (RECEIVE_TIMEOUT seconds at most) and serve it; return this process's status."""
+    fds: list[int] = []
+    try:
+        conn.settimeout(RECEIVE_TIMEOUT)
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 5)
+        conn.settimeout(None)
+        if len(fds) != 5:
+            return 1
+        request = json.loads(message)
+        if not isinstance(request, dict):
+            return 1
+        return _serve(request, fds, conn)
+    except (OSError, ValueError):
+        return 1
 
 
 if __name__ == "__main__":
