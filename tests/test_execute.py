@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from contextlib import asynccontextmanager
 from queue import Empty
 
@@ -77,3 +78,117 @@ def test_messages_before_the_wanted_one_are_set_aside(tmp_path):
             assert await first(kc.shell_channel, 0.2, lambda msg: True) is None  # nothing more: None
 
     asyncio.run(run())
+
+
+# --------------------------------------------------------------------------- messages: whose fault
+
+def run_bounded(tmp_path, sources: list[str]):
+    """The cells through BoundedExecute in a plain python3 kernel; return (notebook, event kinds, events)."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from rbtutor.grading.execute import BoundedExecute
+
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    resources = {"nbgrader": {"student": "s", "assignment": "a", "notebook": "n"}}
+    runner = BoundedExecute(kernel_name="python3", report_dir=str(tmp_path), timeout=30, seed_salt="")
+    try:
+        nb, resources = runner.preprocess(nb, resources)
+    finally:
+        # the kernel's manager and sockets finalised now: CPython 3.11.7 raises "AST constructor recursion
+        # depth mismatch" when such finalisers run in the middle of a later ast.parse (pytest's rewriting)
+        del runner
+        gc.collect()
+    events = resources["rbtutor"]["events"]
+    return nb, [e["kind"] for e in events], events
+
+
+# a message signed with the kernel's own key, whose content frame is replaced by CONTENT
+FORGED = """
+kernel = get_ipython().kernel
+session = kernel.session
+nested = []
+for _ in range(500):
+    nested = [nested]
+frames = session.serialize(session.msg("stream", content={{"name": "stdout", "text": "x"}}))
+frames[5] = {content}
+frames[1] = session.sign(frames[2:6])
+kernel.iopub_socket.send_multipart(frames)
+import time
+time.sleep(1)
+"""
+
+
+@pytest.mark.parametrize("content, why", [
+    ('b"[" * 100_000 + b"]" * 100_000', "nested more than"),  # 100 000 deep: refused before it is parsed
+    ('b"{not json"', "does not decode"),
+    ("session.pack({'name': 'stdout', 'text': 5})", "'text'"),  # decodes, wrong type
+    ("session.pack({'name': 'stdout', 'text': 'x', 'deep': nested})", "nested more than"),
+])
+def test_a_message_that_does_not_decode_is_the_kernels_fault(tmp_path, content, why):
+    """message_malformed: the parts before it are kept, the cells after it are not run."""
+    nb, kinds, events = run_bounded(tmp_path, ["print('before')", FORGED.format(content=content), "print('after')"])
+    assert nb.cells[0].outputs[0].text == "before\n"
+    assert "could not read" in nb.cells[1].outputs[-1].evalue
+    assert nb.cells[2].outputs[0].ename == "NotRun"
+    assert kinds == ["message_malformed", "cells_not_run"], events
+    assert why in events[0]["error"], events[0]
+
+
+def test_a_bug_of_the_grader_is_not_the_students_fault(tmp_path, monkeypatch):
+    """An exception of the grader's own code while a cell runs is raised (the submission is then NOT
+    GRADED, with the traceback in nbgrader's log), never turned into message_malformed."""
+    from rbtutor.grading import execute
+
+    def broken(output):
+        raise KeyError("a bug in the grader")
+
+    monkeypatch.setattr(execute, "output_size", broken)
+    with pytest.raises(KeyError, match="a bug in the grader"):
+        run_bounded(tmp_path, ["print('before')", "print('after')"])
+    stored = (tmp_path / "s" / "a" / "n.json").read_text()
+    assert "message_malformed" not in stored
+
+
+def test_a_later_update_of_a_handed_in_display_is_ignored(tmp_path):
+    from rbtutor.grading.protocol import ANSWER_MIME
+
+    nb, kinds, events = run_bounded(tmp_path, [
+        "from IPython.display import display, update_display\n"
+        f"display({{{ANSWER_MIME!r}: {{'value': 1}}, 'text/plain': 'one'}}, raw=True, display_id='answer')\n"
+        f"update_display({{{ANSWER_MIME!r}: {{'value': 2}}, 'text/plain': 'two'}}, raw=True, display_id='answer')",
+        "update_display({'text/plain': 'three'}, raw=True, display_id='answer')"])
+    outputs = nb.cells[0].outputs
+    assert len(outputs) == 1 and outputs[0].data[ANSWER_MIME] == {"value": 1}, outputs
+    assert outputs[0].data["text/plain"] == "one"
+    assert kinds == ["display_update_ignored"], events
+
+
+@pytest.mark.parametrize("message, wrong", [
+    ([], "a message"),
+    ({"header": {}, "parent_header": {}, "metadata": {}, "content": {}}, "msg_type"),
+    ({"header": {"msg_type": "stream", "msg_id": "1"}, "msg_type": "stream", "parent_header": {},
+      "metadata": {}, "content": {"name": "stdout"}}, "'text'"),
+    ({"header": {"msg_type": "error", "msg_id": "1"}, "msg_type": "error", "parent_header": {}, "metadata": {},
+      "content": {"ename": "E", "evalue": "v", "traceback": [1]}}, "'traceback'"),
+    ({"header": {"msg_type": "display_data", "msg_id": "1"}, "msg_type": "display_data", "parent_header": {},
+      "metadata": {}, "content": {"data": {"text/plain": 3}}}, "'data'"),
+    ({"header": {"msg_type": "execute_result", "msg_id": "1"}, "msg_type": "execute_result",
+      "parent_header": {}, "metadata": {}, "content": {"data": {}, "execution_count": "7"}}, "execution_count"),
+    ({"header": {"msg_type": "status", "msg_id": "1"}, "msg_type": "status", "parent_header": {"msg_id": 5},
+      "metadata": {}, "content": {"execution_state": "idle"}}, "parent header"),
+])
+def test_check_message_names_the_wrong_field(message, wrong):
+    from rbtutor.grading.execute import MalformedMessage, check_message
+
+    with pytest.raises(MalformedMessage, match=wrong):
+        check_message(message)
+
+
+def test_check_message_takes_a_well_formed_message():
+    from rbtutor.grading.execute import check_message
+
+    message = {"header": {"msg_type": "display_data", "msg_id": "1"}, "msg_type": "display_data",
+               "parent_header": {"msg_id": "0"}, "metadata": {},
+               "content": {"data": {"text/plain": "x", "application/json": {"a": [1, 2]}}, "metadata": {},
+                           "transient": {"display_id": "d"}}}
+    assert check_message(message) is message

