@@ -43,8 +43,12 @@ import binascii
 import html
 import os
 import re
+import signal
 import stat
+import threading
+import time
 from collections import Counter
+from contextlib import contextmanager
 from functools import lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
@@ -896,7 +900,32 @@ def _scores_table(rows: list[tuple[str, str, str]]) -> str:
             f'<th scope="col">Points</th></tr></thead><tbody>{body}</tbody></table>')
 
 
-def render_feedback(nb, scores: dict, *, title: str) -> str:
+class FeedbackTimeLimit(Exception):
+    """Rendering one feedback page went over its hard time limit (:func:`time_bound`)."""
+
+
+@contextmanager
+def time_bound(seconds: float):
+    """Raise :class:`FeedbackTimeLimit` in the block once ``seconds`` have passed (SIGALRM, so only
+    in the main thread; elsewhere the block is bounded only by render_feedback's own checks)."""
+    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
+        yield
+        return
+
+    def expire(_signum, _frame):
+        raise FeedbackTimeLimit(f"rendering took more than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = None,
+                    max_bytes: int | None = None, cuts: list[str] | None = None) -> str:
     """One autograded notebook as a self-contained feedback page (HTML, no script, no URL).
 
     The page has the total and a table of parts at the top, then every cell in order:
@@ -917,6 +946,12 @@ def render_feedback(nb, scores: dict, *, title: str) -> str:
         hand grading, ``comment`` None or markdown.
     title : str
         The page title, for example ``"problem03: feedback for student s01"``.
+    time_limit, max_bytes : float or int, optional
+        Once rendering has taken ``time_limit`` seconds, or the cells rendered hold ``max_bytes``
+        bytes of HTML, the remaining cells are left out: a note on the page says how many and why,
+        and the reason is appended to ``cuts``. The scores table is always complete.
+    cuts : list of str, optional
+        Receives the reason when the page was cut.
 
     Returns
     -------
@@ -940,9 +975,17 @@ def render_feedback(nb, scores: dict, *, title: str) -> str:
                 or (nb.get("metadata", {}).get("kernelspec") or {}).get("language") or "python")
     cells_html, rows, seen = [], [], set()
     level = 1  # of the last heading on the page: a graded part's heading goes one below it
+    started, size, stop, left_out = time.monotonic(), 0, None, 0
     for index, cell in enumerate(nb.get("cells", [])):
         if is_grader_note(cell):
             continue  # model answers and rubrics are for the grader
+        if stop is None and time_limit is not None and time.monotonic() - started > time_limit:
+            stop = f"the page's time limit of {time_limit:g} s"
+        if stop is None and max_bytes is not None and size > max_bytes:
+            stop = f"the page's size limit of {max_bytes} bytes"
+        if stop is not None:
+            left_out += cell.get("cell_type") in ("markdown", "code")
+            continue
         meta = _nbgrader(cell)
         grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
         graded = bool(grade_id and (meta.get("grade") or meta.get("task") or grade_id in scores))
@@ -980,6 +1023,13 @@ def render_feedback(nb, scores: dict, *, title: str) -> str:
         labelled = f' aria-labelledby="{anchor}-h"' if graded else ""
         cells_html.append(f'<section class="cell {kind}{" graded" if graded else ""}" id="{anchor}"{labelled}>'
                           + "".join(parts) + "</section>")
+        size += len(cells_html[-1])
+    if stop is not None:
+        reason = f"{left_out} cells not shown: {stop} was reached"
+        cells_html.append(f'<section class="cell note"><p>{html.escape(reason)}; the points above count '
+                          "every part.</p></section>")
+        if cuts is not None:
+            cuts.append(reason)
     for gid in sorted(set(scores) - seen):
         rows.append((gid, "summary", _points_text(scores[gid])))
     total = sum(float(e[0]) for e in scores.values() if e[0] is not None)
@@ -1002,6 +1052,29 @@ def render_feedback(nb, scores: dict, *, title: str) -> str:
     # page are removed above); its "//" is written as an entity so the page holds no URL to follow.
     body = _WEB_ADDRESS.sub(lambda m: m.group(1) + ":/&#47;", body)
     return head + "<body>\n" + body + "</body>\n</html>\n"
+
+
+#: Bounds of one feedback page: after this many seconds, or this many bytes of rendered cells, the
+#: remaining cells are left out (named on the page); at HARD_TIME_FACTOR times the time, rendering is
+#: stopped wherever it is and a page with the scores only is written.
+PAGE_TIME_LIMIT = 20.0
+PAGE_MAX_BYTES = 4_000_000
+HARD_TIME_FACTOR = 1.5
+
+
+def render_bounded(nb, scores: dict, *, title: str, time_limit: float = PAGE_TIME_LIMIT,
+                   max_bytes: int = PAGE_MAX_BYTES) -> tuple[str, list[str]]:
+    """:func:`render_feedback` within its time and size bounds; returns the page and why it was cut
+    (empty when it was not). Past the hard limit the page holds the title and the scores only."""
+    cuts: list[str] = []
+    try:
+        with time_bound(time_limit * HARD_TIME_FACTOR):
+            page = render_feedback(nb, scores, title=title, time_limit=time_limit, max_bytes=max_bytes, cuts=cuts)
+    except FeedbackTimeLimit as exc:
+        cuts.append(f"every cell left out: {exc}")
+        empty = {"cells": [], "metadata": nb.get("metadata", {})}
+        page = render_feedback(empty, scores, title=title, cuts=cuts)
+    return page, cuts
 
 
 def write_feedback(path: Path, html: str) -> None:  # noqa: A002 - the name the callers use
