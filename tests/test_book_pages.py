@@ -190,6 +190,7 @@ def test_the_shared_helpers_are_written_out_where_introduced():
     source = (ROOT / "book" / "chapter" / "translational.md").read_text(encoding="utf-8")
     assert "def skew(a):" in source and "library_skew(a_vec) == skew(a_vec)" in source
     assert "R = Rz(psi) * Ry(theta) * Rx(phi)" in source
+    assert "assert sp.expand(rotation_matrix(phi, theta, psi) - R) == ZERO" in source
 
 
 # -------------------------------------------------------------------- the built book
