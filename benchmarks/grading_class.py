@@ -6,8 +6,9 @@ and assignment, as a real class would hand them in (benchmark set-up; no pipelin
   course's own fetch step (:func:`rbtutor.course.personal.personalise`), then answered with the
   key's computations in the student's own text (``tests/test_assignments.answered``, with the
   student's name in every note and in the written parts): no two notebooks are the same.
-* Every :data:`WRONG_EVERY`-th submission has a wrong answer: its first handed-in value is
-  scaled by :data:`WRONG_FACTOR` in a cell of its own just before it is handed in.
+* Every :data:`WRONG_EVERY`-th submission has a wrong answer: its first handed-in value that
+  is numeric and not zero in the student's own key is scaled by :data:`WRONG_FACTOR`, in a cell
+  of its own just before it is handed in.
 * Written parts are answered in words (they wait for a human grader).
 * One submission (the middle one) is slow: a cell at its end burns about
   :data:`SLOW_LOOP` loop turns of CPU (about 2 s here) before the notebook ends.
@@ -71,27 +72,47 @@ def _answered_by(student: str, nb, source: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def _make_wrong(nb) -> None:
-    """Scale the first handed-in value by WRONG_FACTOR, in a cell just before it is handed in."""
+def _scalable(value) -> bool:
+    """Whether scaling ``value`` makes it wrong: numeric, finite, and not (numerically) zero."""
+    import numpy as np
+
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return bool(array.size and np.all(np.isfinite(array)) and np.abs(array).max() > 1e-6)
+
+
+def _make_wrong(nb, key: dict) -> None:
+    """Scale the first handed-in value that scaling makes wrong (per the student's own ``key``) by
+    WRONG_FACTOR, in a cell just before it is handed in."""
     for at, cell in enumerate(nb.cells):
-        match = re.search(r"""^hand_in\(\s*["'][\w.]+["']\s*,\s*(\w+)\s*\)""", cell.source, re.M)
-        if cell.cell_type == "code" and match:
-            name = match.group(1)
+        match = re.search(r"""^hand_in\(\s*["']([\w.]+)["']\s*,\s*(\w+)\s*\)""", cell.source, re.M)
+        if cell.cell_type == "code" and match and match.group(1) in key and _scalable(key[match.group(1)].value):
+            name = match.group(2)
             nb.cells.insert(at, new_code_cell(f"import numpy as _np\n{name} = _np.asarray({name}, dtype=float) "
                                               f"* {WRONG_FACTOR}  # a slip"))
             return
-    raise ValueError("expected a hand_in cell in the notebook, found none")
+    raise ValueError("expected a hand_in cell of a non-zero numeric answer in the notebook, found none")
 
 
 def _make_slow(nb) -> None:
     nb.cells.append(new_code_cell(f"total = 0\nfor k in range({SLOW_LOOP}):\n    total += k & 7  # a slow loop"))
 
 
+def problem_of_assignment(name: str) -> int:
+    """``problem04`` -> 4."""
+    match = re.fullmatch(r"problem(\d\d)", name)
+    if match is None:
+        raise ValueError(f"expected an assignment named problemNN, got {name!r}")
+    return int(match.group(1))
+
+
 def make_class(course: Path, count: int) -> list[Submission]:
     """A course folder at ``course`` (made here) with ``count`` submissions in ``submitted/``."""
     from rbtutor.course import CourseLayout, api
     from rbtutor.course.personal import personalise
-    from rbtutor.problems.variants import load_course_data
+    from rbtutor.problems.variants import load_course_data, student_key
 
     course.mkdir()
     shutil.copy2(ROOT / "nbgrader_config.py", course)
@@ -116,7 +137,7 @@ def make_class(course: Path, count: int) -> list[Submission]:
         nb = _answered_by(sub.student, nbformat.read(path, as_version=4),
                           layout.exercises / sub.assignment / f"{sub.assignment}.ipynb")
         if sub.kind == "wrong":
-            _make_wrong(nb)
+            _make_wrong(nb, student_key(data, sub.student, [problem_of_assignment(sub.assignment)]))
         elif sub.kind == "slow":
             _make_slow(nb)
         nbformat.write(nb, path)
