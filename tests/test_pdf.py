@@ -29,9 +29,11 @@ SINGLEHTML_ARGS = ["build", ".", "--all", "-W", "--keep-going", "--builder", "si
                    "--path-output", "_build/pdf"]
 SINGLEHTML_ENV = "RBTUTOR_BOOK_SINGLEHTML"
 
-# TeX that MathJax should have typeset: seen as text, it was not.
-# (Commands such as \\boldsymbol also occur in the printed code, in Matplotlib labels; delimiters do not.)
+# TeX that MathJax should have typeset: seen as text, it was not. Delimiters never occur in the
+# printed code; commands do (Matplotlib labels), so those are looked for in the prose only.
 RAW_TEX = ["$$", "\\(", "\\)", "\\[", "\\]", "\\begin{"]
+RAW_TEX_IN_PROSE = RAW_TEX + ["$\\", "\\frac", "\\boldsymbol", "\\mathbf", "\\partial", "\\left",
+                              "\\dot{", "\\vec", "\\top", "^{", "_{"]
 # Labels that only make sense on a screen.
 WEB_LABELS = ["Show code cell", "Hide code cell", "Show the ", "Hide the ", "Click to show",
               "Toggle", "Skip to main content", "Back to top", "Ctrl+K", "Copy to clipboard",
@@ -104,6 +106,22 @@ def pdf_text(reader) -> str:
     return "\n".join(page.extract_text() or "" for page in reader.pages)
 
 
+def prose_text(reader) -> list[str]:
+    """The text of each page set in a proportional font: everything but the printed code."""
+    pages = []
+    for page in reader.pages:
+        chunks: list[str] = []
+
+        def visit(text, cm, tm, font, size, _chunks=chunks):
+            name = str((font or {}).get("/BaseFont", ""))
+            if "Mono" not in name and "Courier" not in name:
+                _chunks.append(text)
+
+        page.extract_text(visitor_text=visit)
+        pages.append("".join(chunks))
+    return pages
+
+
 def outline_entries(reader) -> list[tuple[int, str, int]]:
     """(depth, title, 1-based page) of every outline entry, in order."""
     found = []
@@ -122,9 +140,13 @@ def outline_entries(reader) -> list[tuple[int, str, int]]:
 @pytest.mark.parametrize("edition", ["student", "instructor"])
 def test_no_raw_tex_and_no_web_labels(edition, request):
     """Neither edition shows TeX source or a label of the web page (buttons, fold toggles)."""
-    text = pdf_text(request.getfixturevalue(edition))
+    reader = request.getfixturevalue(edition)
+    text = pdf_text(reader)
     raw = {s: text.count(s) for s in RAW_TEX if s in text}
     assert not raw, f"raw TeX in the {edition} PDF: {raw}"
+    raw_prose = [(number, s, page[max(0, page.find(s) - 40):page.find(s) + 40])
+                 for number, page in enumerate(prose_text(reader), start=1) for s in RAW_TEX_IN_PROSE if s in page]
+    assert not raw_prose, f"raw TeX in the prose of the {edition} PDF (page, what, where): {raw_prose[:8]}"
     labels = {s: text.count(s) for s in WEB_LABELS if s in text}
     assert not labels, f"web-only labels in the {edition} PDF: {labels}"
 
