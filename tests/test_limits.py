@@ -131,7 +131,8 @@ def bounded_execute(work: Path, sources: list[str], tmp_path: Path, student: str
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     resources = {"nbgrader": {"student": student, "assignment": "a", "notebook": "n"},
                  "metadata": {"path": str(work)}}
-    runner = BoundedExecute(kernel_name=student_kernel.KERNEL_NAME, report_dir=str(tmp_path), timeout=60,
+    traits.setdefault("timeout", 60)
+    runner = BoundedExecute(kernel_name=student_kernel.KERNEL_NAME, report_dir=str(tmp_path),
                             seed_salt="test-salt", **traits)
     try:
         nb, resources = runner.preprocess(nb, resources)
@@ -330,3 +331,41 @@ def test_a_kernel_stopped_over_its_memory_is_named_so(one_course, tmp_path, monk
     assert "memory limit" in nb.cells[1].outputs[-1].evalue, nb.cells[1].outputs
     kinds = [e["kind"] for e in events]
     assert "memory_limit" in kinds and "kernel_died" in kinds and "cells_not_run" in kinds, events
+
+
+def test_a_grader_bug_leaves_the_submission_not_graded(tmp_path, monkeypatch, capsys):
+    """A bug of the grader's own while a notebook runs (here size_of raising KeyError): make grade
+    lists the submission as NOT GRADED with the exception for the instructor and exits 1; nothing is
+    scored and nothing blames the student (no message_malformed)."""
+    import shutil
+
+    from test_assignments import ROOT, answered, run_course, submit_as
+
+    from rbtutor.course import api
+    from rbtutor.course.grade import grade
+    from rbtutor.course.layout import CourseLayout
+    from rbtutor.grading import execute
+
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "exercises" / "problem03", course / "exercises" / "problem03")
+    assert run_course(course, "generate").returncode == 0
+    grader = api(course)
+    assert grader.release_assignment("problem03")["success"]
+    source = course / "exercises" / "problem03" / "problem03.ipynb"
+    submit_as(course, "alice", "problem03", lambda nb: answered(nb, source))
+    assert grader.collect("problem03")["success"]
+
+    def broken(output):
+        raise KeyError("a bug in the grader")
+
+    monkeypatch.setattr(execute, "size_of", broken)  # measures every hand-in payload as it arrives
+    monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
+    assert grade(CourseLayout(course), jobs=1) == 1
+    out, err = capsys.readouterr()
+    assert "alice problem03: NOT GRADED" in out, out
+    assert "could not grade alice problem03" in err and "a bug in the grader" in err, err
+    assert not (course / "autograded" / "alice" / "problem03" / "problem03.ipynb").exists()
+    report = (course / "integrity_report.md").read_text() if (course / "integrity_report.md").exists() else ""
+    assert "message_malformed" not in report
