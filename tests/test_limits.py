@@ -369,3 +369,15 @@ def test_a_grader_bug_leaves_the_submission_not_graded(tmp_path, monkeypatch, ca
     assert not (course / "autograded" / "alice" / "problem03" / "problem03.ipynb").exists()
     report = (course / "integrity_report.md").read_text() if (course / "integrity_report.md").exists() else ""
     assert "message_malformed" not in report
+
+
+def test_falling_back_to_fresh_kernels_is_said_once(one_course, tmp_path, monkeypatch, capfd):
+    """A zygote that cannot be used: the worker says so once on its stderr, then stops asking it."""
+    _, work = one_course
+    monkeypatch.setenv("RBTUTOR_ZYGOTE", f"rbtutor-zygote-gone-{os.getpid()}-{time.time_ns()}@1")
+    for _ in range(2):
+        nb, _ = bounded_execute(work, ["import sys; print('PRELOADED', 'sympy' in sys.modules)"], tmp_path)
+        assert nb.cells[0].outputs[0].text == "PRELOADED False\n"
+    err = capfd.readouterr().err
+    assert err.count("kernels start from nothing in this process from now on") == 1, err
+    assert "RBTUTOR_ZYGOTE" not in os.environ

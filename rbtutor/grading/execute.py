@@ -25,6 +25,7 @@ import re
 import shutil
 import signal
 import stat
+import sys
 import tempfile
 from contextlib import contextmanager
 from functools import partial
@@ -315,9 +316,11 @@ _said: set[str] = set()  # what this process has already said about how its kern
 
 
 def _say_once(log, text: str) -> None:
+    """``text`` (the grader's own words) in the log and on this process's stderr, the first time only."""
     if text not in _said:
         _said.add(text)
         log.warning(text)
+        print(text, file=sys.stderr, flush=True)
 
 
 def _death_reason(km) -> str:
