@@ -718,7 +718,7 @@ def memory_group(limit: int) -> tuple[Path | None, str]:
     reasons = []
     base = _v2_base(own)
     if "" in own and "memory" in _read(base / "cgroup.subtree_control").split():
-        settings = [("memory.max", str(limit)), ("memory.swap.max", "0"), ("memory.oom.group", "1")]
+        settings = [("memory.max", str(limit)), ("memory.swap.max", "0")]
         made = _make_group(base, settings, reasons, "cgroup v2")
         if made:
             return made, f"cgroup v2 memory.max {limit} bytes, no swap ({made})"
