@@ -126,7 +126,10 @@ def stop_multiprocessing_helpers() -> None:
 
 
 def stock_env() -> dict[str, str]:
-    return {**os.environ, **SAME_KERNEL_ENV, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    """Stock nbgrader's environment: the kernel's switch and threads, and no machine-wide Jupyter
+    configuration (such as a hub's /etc/jupyter/nbgrader_config.py): only the course's own file."""
+    return {**os.environ, **SAME_KERNEL_ENV, "JUPYTER_NO_CONFIG": "1",
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def nbgrader(where: Path, *args: str) -> None:
