@@ -210,6 +210,7 @@ def make_app(core: FetchCore, prefix: str):
     from jupyterhub.services.auth import HubAuth, HubAuthenticated
     from jupyterhub.utils import url_path_join
     from tornado import web
+    from tornado.log import app_log
 
     auth = HubAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)
 
@@ -255,7 +256,7 @@ def make_app(core: FetchCore, prefix: str):
                 nb = core.personalised(user["name"], b"".join(self._chunks))
             except FetchRefused as refused:
                 raise web.HTTPError(refused.status, refused.message) from None
-            self.log.info("rbtutor-fetch: personal notebook for %s", user["name"])
+            app_log.info("rbtutor-fetch: a personal notebook for %s", user["name"])
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps({"notebook": nb}))
 
