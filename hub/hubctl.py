@@ -5,9 +5,14 @@
 * Unix accounts ``instructor`` and ``student1`` ... ``student3`` with private homes (0700) and
   random passwords set with ``chpasswd``; the passwords are written to :data:`PASSWORDS`
   (readable by root only) so that the administrator can hand them out;
-* the environment the single-user servers run, :data:`VENV`: a virtual environment with
-  rbtutor installed from a copy of the package (``pip install .[course,hub]`` with the pinned
-  versions of ``constraints.txt``), not the checkout's editable install;
+* the course environment, :data:`VENV`, which runs the hub, the instructor's server and the
+  hub's services: a virtual environment with rbtutor installed from a copy of the package
+  (``pip install .[course,hub]`` with the pinned versions of ``constraints.txt``), not the
+  checkout's editable install; its rbtutor package is readable by the group :data:`STAFF_GROUP`
+  only (the instructor and the personalising service's account :data:`FETCH_USER`);
+* the students' server environment, :data:`STUDENT_VENV`: JupyterHub's single-user server,
+  JupyterLab and nbgrader, the course's Validate wording and :mod:`rbtutor_fetch` (the
+  students' Fetch), but no rbtutor, so nothing a student runs can compute a key;
 * the students' kernel, :data:`KERNEL_VENV`: numpy, scipy, sympy, matplotlib and ipykernel,
   without rbtutor, registered as the kernelspec ``python3`` (the name the assignments use)
   under :data:`SHARE`, which the hub puts first on ``JUPYTER_PATH``;
@@ -18,15 +23,21 @@
   set by hand;
 * per-role Jupyter configuration under :data:`ROLE_CONFIG`: students get the assignment list
   and Validate only (no Formgrader, no Create Assignment, no course list, not the grading
-  kernel); the instructor gets everything;
+  kernel); the instructor gets everything; nobody gets JupyterLab's question about news;
+* MathJax for the Formgrader's page, which asked a CDN for it: ``hub/mathjax.html.j2`` replaces
+  nbconvert's loader macro under :data:`SHARE` (only where a page names no MathJax URL) and loads
+  MathJax 3 (from sphinx-mathjax-offline, copied to :data:`STATIC`) from the instructor's server;
 * the instructor's course folder ``/home/instructor/course`` (``nbgrader_config.py`` and
   ``exercises/`` copied from the checkout, the first time only, so the instructor's work is
   never overwritten) and ``~instructor/.jupyter/nbgrader_config.py`` pointing the Formgrader
   at it;
 * the course data :data:`COURSE_DATA` (written the first time, owned by the instructor, readable
-  by all, linked as the course's ``exercises/problem_data.yaml``): per-student variants switched on
-  with a random salt, so that each student's Fetch writes that student's own numbers into the
-  notebook (:mod:`rbtutor.course.personal`, named in the system-wide nbgrader config);
+  by the group :data:`STAFF_GROUP` only, linked as the course's ``exercises/problem_data.yaml``):
+  per-student variants switched on with a random salt; a student's Fetch asks the hub's
+  personalising service (:mod:`rbtutor.course.fetch_service`, run as :data:`FETCH_USER`) for the
+  notebook with that student's own numbers;
+* ``/etc/profile.d/rbtutor-hub.sh``: a terminal in JupyterLab (a login shell) keeps its server's
+  environment first on ``PATH``, so ``python`` is that environment's;
 * ``configurable-http-proxy`` from npm (``npm ci`` in ``hub/``, from ``hub/package-lock.json``);
 * with ``--gradebook postgres`` (``make hub GRADEBOOK=postgres``): a PostgreSQL server for the
   course gradebook (:mod:`pgserver`, Debian's ``postgresql`` binaries) in :data:`PG_FOLDER`, on
@@ -62,14 +73,18 @@ CHECKOUT = HERE.parent
 COURSE_ID = "rbtutor"
 INSTRUCTORS = ("instructor",)
 STUDENTS = ("student1", "student2", "student3")
+STAFF_GROUP = "rbtutor-staff"  # may read rbtutor in VENV and the course data: instructors, FETCH_USER
+FETCH_USER = "rbtutor-fetch"  # the personalising service's own account (no login, no home)
 INSTRUCTOR_GROUP = f"formgrade-{COURSE_ID}"  # nbgrader's JupyterHubAuthPlugin reads these two groups
 STUDENT_GROUP = f"nbgrader-{COURSE_ID}"
 
 PREFIX = Path("/opt/rbtutor")
-VENV = PREFIX / "venv"  # what the hub and the single-user servers run
+VENV = PREFIX / "venv"  # the hub, the instructor's server and the services: rbtutor in it
+STUDENT_VENV = PREFIX / "student"  # the students' single-user servers: no rbtutor in it
 KERNEL_VENV = PREFIX / "kernel"  # the students' kernel: no rbtutor in it
 SHARE = PREFIX / "share" / "jupyter"  # on JUPYTER_PATH: the students' kernelspec
 ROLE_CONFIG = PREFIX / "etc"  # ROLE_CONFIG/student and ROLE_CONFIG/instructor, on JUPYTER_CONFIG_PATH
+STATIC = PREFIX / "static"  # served by the instructor's server under static/: MathJax for the Formgrader
 EXCHANGE = Path("/srv/nbgrader/exchange")
 STATE = Path("/var/lib/rbtutor-hub")  # the hub's database, cookie secret and pid files
 LOG = Path("/var/log/rbtutor-hub.log")
@@ -81,10 +96,15 @@ PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
 PG_FOLDER = Path("/var/lib/rbtutor-postgres")  # make hub GRADEBOOK=postgres: the gradebook's cluster
 PG_PORT = 54329
 GRADEBOOK_URL_FILE = STATE / "gradebook_url"  # read by jupyterhub_config.py for the instructor's server
-COURSE_DATA = Path("/srv/rbtutor/problem_data.yaml")  # the instructor edits it; the students' Fetch reads it
+COURSE_DATA = Path("/srv/rbtutor/problem_data.yaml")  # the instructor edits it; the fetch service reads it
 CHECK_URL = "http://127.0.0.1:10101"  # where the hub starts the check service (behind the proxy)
+FETCH_URL = "http://127.0.0.1:10102"  # where the hub starts the personalising service (behind the proxy)
+PROFILE_SCRIPT = Path("/etc/profile.d/rbtutor-hub.sh")
 
 STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
+STUDENT_SERVER_PACKAGES = ("jupyterhub", "jupyterlab", "nbgrader")
+# JupyterLab's "Jupyter news?" question on every log-in: off for everyone
+QUIET_LAB_PLUGINS = ("@jupyterlab/apputils-extension:announcements",)
 # nbgrader's browser plugins and server extensions that only instructors get
 INSTRUCTOR_LAB_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                           "@jupyter/nbgrader:course-list")
@@ -131,8 +151,55 @@ def course_folder() -> Path:
     return home(INSTRUCTORS[0]) / "course"
 
 
+def check_student_ids(names=STUDENTS, python: Path | str | None = None) -> None:
+    """Refuse student names that are not acceptable student ids, before any account is made.
+
+    The rule is rbtutor's own (:func:`rbtutor.grading.student_ids.check_id`: no reserved name
+    such as ``reference``, the instructor's own variant, no glob or path characters), run with
+    ``python`` (the course environment, which has rbtutor; this script has only the standard
+    library). A student may not share a name with an instructor or the service account either.
+    """
+    python = python or VENV / "bin" / "python"
+    code = ("import sys\nfrom rbtutor.grading.student_ids import check_id\n"
+            "for name in sys.argv[1:]:\n"
+            "    try:\n        check_id(name)\n    except ValueError as exc:\n        print(exc)\n")
+    result = subprocess.run([str(python), "-I", "-c", code, *names], capture_output=True, text=True, cwd="/")
+    if result.returncode != 0:
+        raise HubError(f"cannot check the student ids with {python}:\n{result.stderr[-2000:]}")
+    problems = result.stdout.splitlines()
+    problems += [f"expected a student id, got {name!r}: it is also an instructor or service account"
+                 for name in names if name in (*INSTRUCTORS, FETCH_USER)]
+    if problems:
+        raise HubError("hub/hubctl.py STUDENTS holds names no student may have:\n  " + "\n  ".join(problems))
+
+
+def in_group(user: str, group: str) -> bool:
+    import grp
+    import pwd
+
+    entry = grp.getgrnam(group)
+    return user in entry.gr_mem or pwd.getpwnam(user).pw_gid == entry.gr_gid
+
+
+def ensure_staff() -> None:
+    """The group :data:`STAFF_GROUP` with the instructors in it, and the service account :data:`FETCH_USER`."""
+    import grp
+
+    try:
+        grp.getgrnam(STAFF_GROUP)
+    except KeyError:
+        run("groupadd", "--system", STAFF_GROUP)
+    if not user_exists(FETCH_USER):  # no password, no home, no shell: the hub starts the service as it
+        run("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+            FETCH_USER)
+    for name in (*INSTRUCTORS, FETCH_USER):
+        if not in_group(name, STAFF_GROUP):
+            run("usermod", "--append", "--groups", STAFF_GROUP, name)
+
+
 def ensure_accounts() -> dict[str, str]:
     """Create the accounts that are missing, with passwords; return every account's password."""
+    check_student_ids()
     PASSWORDS.parent.mkdir(parents=True, exist_ok=True)
     known = json.loads(PASSWORDS.read_text()) if PASSWORDS.exists() else {}
     for name in (*INSTRUCTORS, *STUDENTS):
@@ -147,6 +214,7 @@ def ensure_accounts() -> dict[str, str]:
     PASSWORDS.write_text(json.dumps(known, indent=1) + "\n")
     os.chmod(PASSWORDS, 0o600)
     os.chmod(PASSWORDS.parent, 0o700)
+    ensure_staff()
     return known
 
 
@@ -229,6 +297,64 @@ def ensure_venv(python: str | None = None) -> None:
     run(VENV / "bin" / "python", "-I", "-c", "from rbtutor.grading import sandbox; sandbox.install()", cwd="/")
 
 
+def protect_package() -> Path:
+    """The rbtutor package in :data:`VENV` readable by root and :data:`STAFF_GROUP` only; returns its folder.
+
+    The rest of the environment stays readable by all: the grading kernel, when grading runs as
+    root, runs VENV's interpreter as a user of its own (and never imports rbtutor).
+    """
+    import grp
+
+    found = sorted(VENV.glob("lib/python3*/site-packages/rbtutor"))
+    if len(found) != 1:
+        raise HubError(f"expected one rbtutor package in {VENV}, found {[str(f) for f in found]}")
+    gid = grp.getgrnam(STAFF_GROUP).gr_gid
+    package = found[0]
+    for path in [package, *package.rglob("*")]:
+        os.lchown(path, 0, gid)
+        if not path.is_symlink():
+            os.chmod(path, 0o750 if path.is_dir() else 0o640)
+    return package
+
+
+def purelib(venv: Path) -> Path:
+    out = subprocess.run([str(venv / "bin" / "python"), "-I", "-c",
+                          "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True, cwd="/")
+    return Path(out.stdout.strip())
+
+
+def install_fetch_client(venv: Path) -> None:
+    """Copy hub/rbtutor_fetch.py (the students' Fetch; nbgrader and the standard library only) into ``venv``."""
+    target = purelib(venv) / "rbtutor_fetch.py"
+    shutil.copy2(HERE / "rbtutor_fetch.py", target)
+    os.chmod(target, 0o644)
+
+
+def ensure_student_env(python: str | None = None) -> None:
+    """The students' servers: JupyterHub's single-user server, JupyterLab and nbgrader, without rbtutor."""
+    constraints = CHECKOUT / "constraints.txt"
+    stamp_file = STUDENT_VENV / ".rbtutor-stamp"
+    wanted = _stamp(constraints) + " ".join(STUDENT_SERVER_PACKAGES)
+    if not stamp_file.exists() or stamp_file.read_text() != wanted:
+        say(f"installing the students' server environment into {STUDENT_VENV}")
+        run(python or base_python(), "-m", "venv", STUDENT_VENV)
+        pip = [STUDENT_VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+        run(*pip, "-c", constraints, "pip")
+        run(*pip, "-c", usable_constraints(STUDENT_VENV / "bin" / "python", *STUDENT_SERVER_PACKAGES),
+            *STUDENT_SERVER_PACKAGES)
+        stamp_file.write_text(wanted)
+    install_fetch_client(STUDENT_VENV)
+    # the course's wording of nbgrader's Validate dialog (a prebuilt JupyterLab extension, no Python)
+    target = STUDENT_VENV / "share" / "jupyter" / "labextensions" / "rbtutor-validate"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(CHECKOUT / "rbtutor" / "course" / "labextension", target)
+    python_found = subprocess.run([str(STUDENT_VENV / "bin" / "python"), "-I", "-c", "import rbtutor"],
+                                  capture_output=True, cwd="/")
+    if python_found.returncode == 0:
+        raise HubError(f"{STUDENT_VENV} must not hold rbtutor, but it imports there")
+
+
 def ensure_kernel(python: str | None = None) -> None:
     """The students' kernel: its own small environment without rbtutor, as kernelspec ``python3``."""
     constraints = CHECKOUT / "constraints.txt"
@@ -257,7 +383,7 @@ def ensure_proxy() -> None:
             (HERE / "package-lock.json").stat().st_mtime:
         return
     if not shutil.which("npm"):
-        raise HubError("npm is missing: apt-get install -y nodejs npm (configurable-http-proxy needs node >= 20)")
+        raise HubError("npm is missing: apt-get install -y nodejs npm (configurable-http-proxy 5.1.0 needs node >= 18)")
     say("installing configurable-http-proxy (npm ci in hub/)")
     run("npm", "ci", "--no-audit", "--no-fund", "--prefix", HERE)
 
@@ -269,6 +395,21 @@ def ensure_exchange() -> None:
     os.chmod(EXCHANGE, 0o1777)  # nbgrader: writable by all, sticky
 
 
+def ensure_profile_script() -> None:
+    """:data:`PROFILE_SCRIPT`: a login shell started by a Jupyter server keeps that server's environment on PATH.
+
+    JupyterLab's terminals are login shells, and Debian's /etc/profile sets PATH anew; the hub
+    gives each server ``RBTUTOR_ENV_BIN`` (its environment's ``bin``), which this puts back in front.
+    """
+    PROFILE_SCRIPT.parent.mkdir(parents=True, exist_ok=True)
+    PROFILE_SCRIPT.write_text(
+        "# rbtutor hub (hub/hubctl.py): a terminal of a Jupyter server keeps that server's environment first\n"
+        'if [ -n "${RBTUTOR_ENV_BIN:-}" ] && [ -d "$RBTUTOR_ENV_BIN" ]; then\n'
+        '    PATH="$RBTUTOR_ENV_BIN:$PATH"\n'
+        "fi\n")
+    os.chmod(PROFILE_SCRIPT, 0o644)
+
+
 def ensure_config() -> None:
     SYSTEM_NBGRADER_CONFIG.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(HERE / "nbgrader_config.py", SYSTEM_NBGRADER_CONFIG)
@@ -277,16 +418,36 @@ def ensure_config() -> None:
         folder = ROLE_CONFIG / role
         (folder / "labconfig").mkdir(parents=True, exist_ok=True)
         (folder / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
-        page = {"disabledExtensions": {name: hidden for name in INSTRUCTOR_LAB_PLUGINS}}
+        page = {"disabledExtensions": {**{name: hidden for name in INSTRUCTOR_LAB_PLUGINS},
+                                       **{name: True for name in QUIET_LAB_PLUGINS}}}
         (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1) + "\n")
         server = {"ServerApp": {"jpserver_extensions": {name: not hidden for name in INSTRUCTOR_SERVER_EXTENSIONS}}}
         (folder / "jupyter_server_config.d" / "zz-rbtutor-role.json").write_text(json.dumps(server, indent=1) + "\n")
         # students see their own kernel only, not the grading kernel (the .d files above are read
         # for the extensions only, so this goes into the role's jupyter_server_config.json)
-        kernels = {"KernelSpecManager": {"allowed_kernelspecs": ["python3"]}} if hidden else {}
-        (folder / "jupyter_server_config.json").write_text(json.dumps(kernels, indent=1) + "\n")
+        server_config = {"KernelSpecManager": {"allowed_kernelspecs": ["python3"]}} if hidden else \
+            {"ServerApp": {"extra_static_paths": [str(STATIC)]}}
+        (folder / "jupyter_server_config.json").write_text(json.dumps(server_config, indent=1) + "\n")
     STATE.mkdir(parents=True, exist_ok=True)
     os.chmod(STATE, 0o700)
+    ensure_profile_script()
+    ensure_formgrader_mathjax()
+
+
+def ensure_formgrader_mathjax() -> None:
+    """MathJax 3 in :data:`STATIC` and the loader macro that points nbgrader's Formgrader page at it."""
+    template = SHARE / "nbconvert" / "templates" / "base" / "mathjax.html.j2"
+    template.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(HERE / "mathjax.html.j2", template)
+    os.chmod(template, 0o644)
+    target = STATIC / "rbtutor-mathjax"
+    if (target / "tex-chtml-full.js").exists():
+        return
+    found = sorted(VENV.glob("lib/python3*/site-packages/sphinx-mathjax-offline/static/mathjax"))
+    if not found:
+        raise HubError(f"MathJax for the Formgrader is missing: no sphinx-mathjax-offline in {VENV}")
+    STATIC.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(found[0], target)
 
 
 def ensure_course() -> None:
@@ -327,23 +488,29 @@ def ensure_course() -> None:
 def ensure_course_data(link: Path, owner: tuple[int, int]) -> None:
     """:data:`COURSE_DATA`, written once with variants on, and ``link`` (the course's data file) to it.
 
-    The students' Fetch must read the course data (to write each student's numbers), and the
-    instructor's course folder is private, so the file lives outside it and the course links to it.
-    A data file the course folder already had becomes the published one (variants as it says).
+    The personalising service (:data:`FETCH_USER`) must read the course data, and the
+    instructor's course folder is private, so the file lives outside it, readable by
+    :data:`STAFF_GROUP` only (its salt decides every student's numbers), and the course links to
+    it. A data file the course folder already had is moved there (variants as it says).
     """
+    import grp
+
+    gid = grp.getgrnam(STAFF_GROUP).gr_gid
     COURSE_DATA.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(COURSE_DATA.parent, 0o755)
+    os.chown(COURSE_DATA.parent, owner[0], gid)
+    os.chmod(COURSE_DATA.parent, 0o750)
     if link.is_file() and not link.is_symlink() and not COURSE_DATA.exists():
         shutil.move(link, COURSE_DATA)
     if not COURSE_DATA.exists():
         COURSE_DATA.write_text(
             "# The course's problem data, merged over rbtutor's reference data (python -m rbtutor data --help).\n"
             "# Each student fetches their own numbers, derived from their user name and this salt; the\n"
-            "# reference data stay the instructor's own variant. Students can read this file.\n"
+            "# reference data stay the instructor's own variant. Keep it from the students: with the salt,\n"
+            "# anyone can work out every student's numbers.\n"
             f"variants:\n  per_student: true\n  salt: {secrets.token_hex(8)}\n")
         say(f"course data {COURSE_DATA} written: per-student variants on")
-    os.chown(COURSE_DATA, *owner)
-    os.chmod(COURSE_DATA, 0o644)
+    os.chown(COURSE_DATA, owner[0], gid)
+    os.chmod(COURSE_DATA, 0o640)
     if link.is_symlink() and os.readlink(link) != str(COURSE_DATA):
         link.unlink()
     if not link.is_symlink():
@@ -435,6 +602,9 @@ def start(extra_env: dict[str, str] | None = None) -> int:
     env = {**os.environ, **(extra_env or {}), "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
     env.pop("JUPYTER_PATH", None)
     env.pop("JUPYTER_CONFIG_DIR", None)
+    end_leftovers()  # a server or service of a hub that was killed would hold its port
+    LOG.touch()
+    os.chmod(LOG, 0o600)  # the servers and services log there: root only
     with LOG.open("ab") as log:
         process = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
                                    cwd=STATE, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -445,38 +615,117 @@ def start(extra_env: dict[str, str] | None = None) -> int:
     return process.pid
 
 
-def stop(timeout: float = 60.0) -> bool:
-    """Stop the hub (it stops its proxy and the users' servers); True if one was running."""
+def leftover_processes() -> dict[int, str]:
+    """Processes of this deployment other than the hub itself, by pid, with their command lines.
+
+    The proxy (the pid JupyterHub wrote), every single-user server started from :data:`VENV` or
+    :data:`STUDENT_VENV`, and the services (``-m rbtutor.course...`` run by VENV's interpreter).
+    A hub that stops cleanly ends them itself; one that has to be killed leaves them running
+    (the spawner starts each in a session of its own), still bound to their ports.
+    """
+    servers = tuple(str(env / "bin" / "jupyterhub-singleuser") for env in (VENV, STUDENT_VENV))
+    try:
+        proxy = int((STATE / "proxy.pid").read_text().strip())
+    except (OSError, ValueError):
+        proxy = None
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
+        except OSError:  # it ended while we looked
+            continue
+        ours = (int(entry.name) == proxy
+                or any(arg in servers for arg in argv[:2])
+                or (argv[:1] == [str(VENV / "bin" / "python")] and len(argv) > 2 and argv[1] == "-m"
+                    and argv[2].startswith("rbtutor.course.")))
+        if ours:
+            found[int(entry.name)] = " ".join(argv)[:160]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has ended; only its parent has not collected it
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def wait_gone(pids, timeout: float) -> list[int]:
+    """Wait until every pid has ended or ``timeout`` seconds have passed; return those still running."""
+    deadline = time.monotonic() + timeout
+    running = [pid for pid in pids if alive(pid)]
+    while running and time.monotonic() < deadline:
+        time.sleep(0.2)
+        running = [pid for pid in running if alive(pid)]
+    return running
+
+
+def end_leftovers(grace: float = 10.0) -> None:
+    """SIGTERM the deployment's leftover processes, SIGKILL those still there after ``grace`` seconds."""
+    left = leftover_processes()
+    if not left:
+        return
+    say(f"ending {len(left)} process(es) the hub left running: " + "; ".join(f"{p} {c}" for p, c in left.items()))
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for pid in wait_gone(left, grace):
+        say(f"pid {pid} did not end within {grace:.0f} s of SIGTERM: killed")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def stop(timeout: float = 45.0) -> bool:
+    """Stop the hub (it stops its proxy, the users' servers and the services); True if one was running.
+
+    JupyterHub stops the services one after the other, then the servers together (each gets
+    SIGINT, then SIGTERM and SIGKILL after the spawner's timeouts, 20 s at most). A hub still
+    running after ``timeout`` seconds is killed with its process group, and whatever it left
+    (:func:`leftover_processes`) is ended here, so that the next start finds no stale server.
+    """
     pid = hub_pid()
     if pid is None:
         say("no hub running")
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            break
-        time.sleep(0.2)
     else:
-        say(f"hub pid {pid} did not stop within {timeout:.0f} s: killing its process group")
-        os.killpg(pid, signal.SIGKILL)
-    PID_FILE.unlink(missing_ok=True)
-    say("stopped")
-    return True
+        os.kill(pid, signal.SIGTERM)
+        started = time.monotonic()
+        if wait_gone([pid], timeout):
+            say(f"hub pid {pid} did not stop within {timeout:.0f} s: killing its process group; last lines of "
+                f"{LOG}:\n" + "\n".join(LOG.read_text(errors="replace").splitlines()[-15:]))
+            os.killpg(pid, signal.SIGKILL)
+            wait_gone([pid], 10)
+        else:
+            say(f"hub stopped in {time.monotonic() - started:.1f} s")
+        PID_FILE.unlink(missing_ok=True)
+    end_leftovers()
+    return pid is not None
 
 
 def up(start_hub: bool = True, gradebook: str = "sqlite") -> None:
     require_root()
-    ensure_accounts()
     STATE.mkdir(parents=True, exist_ok=True)
+    ensure_venv()  # first: the accounts' names are checked with rbtutor's rule
+    ensure_accounts()
+    protect_package()
+    install_fetch_client(VENV)  # the instructor's server reads the same nbgrader config
+    ensure_student_env()
     if gradebook == "postgres":
         ensure_postgres()
     else:
         GRADEBOOK_URL_FILE.unlink(missing_ok=True)  # SQLite in the course folder (the default)
     ensure_proxy()
-    ensure_venv()
     ensure_kernel()
     ensure_exchange()
     ensure_config()

@@ -2,13 +2,18 @@
 
 * Log-in with the machine's Unix accounts and passwords (PAM); the accounts, their groups and
   the paths are those of hubctl.py.
-* Each user's server is started as that Unix user (LocalProcessSpawner) from the course
-  environment /opt/rbtutor/venv, in their home, with JupyterLab.
+* Each user's server is started as that Unix user (LocalProcessSpawner), in their home, with
+  JupyterLab: an instructor's from the course environment /opt/rbtutor/venv, a student's from
+  /opt/rbtutor/student, which has no rbtutor (hubctl.STUDENT_VENV).
 * Course membership comes from the hub's groups ``formgrade-rbtutor`` (instructors) and
   ``nbgrader-rbtutor`` (students); each server's token may read its own user's groups, which is
   what nbgrader's JupyterHubAuthPlugin asks.
 * Students' servers read the student role's configuration (no Formgrader, no Create
   Assignment, no course list, only the students' kernel); instructors' the instructor role's.
+* Two services run beside the hub: the instant checks (rbtutor.course.checks, as the
+  instructor) and the personalising Fetch (rbtutor.course.fetch_service, as its own account
+  hubctl.FETCH_USER), which gives each student the released notebook with their own numbers;
+  the course's groups may reach both.
 """
 
 import sys
@@ -31,6 +36,10 @@ c.ConfigurableHTTPProxy.pid_file = str(hubctl.STATE / "proxy.pid")
 c.JupyterHub.authenticator_class = "pam"
 c.PAMAuthenticator.open_sessions = False  # no login sessions (systemd-logind) for a notebook server
 c.Authenticator.allowed_users = {*hubctl.INSTRUCTORS, *hubctl.STUDENTS}
+from rbtutor.grading.student_ids import check_id  # noqa: E402
+
+for _student in hubctl.STUDENTS:  # a reserved or malformed id never becomes a hub user
+    check_id(_student)
 c.JupyterHub.load_groups = {
     hubctl.INSTRUCTOR_GROUP: {"users": list(hubctl.INSTRUCTORS)},
     hubctl.STUDENT_GROUP: {"users": list(hubctl.STUDENTS)},
@@ -40,14 +49,15 @@ c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = [str(hubctl.VENV / "bin" / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
-c.Spawner.http_timeout = 90
-c.Spawner.start_timeout = 90
+c.Spawner.http_timeout = 180  # a loaded 2-core machine has been seen to need more than 90 s
+c.Spawner.start_timeout = 180
 c.Spawner.server_token_scopes = [
     "users:activity!user",
     "access:servers!server",
     "read:users:name!user",
     "read:users:groups!user",  # nbgrader's JupyterHubAuthPlugin: which courses this user is in
     "access:services!service=rbtutor-check",  # check() in the kernel sends this server's token
+    "access:services!service=rbtutor-fetch",  # the students' Fetch sends this server's token
 ]
 
 
@@ -55,13 +65,17 @@ def role_environment(spawner):
     """The user's role decides which Jupyter configuration their server reads."""
     groups = {group.name for group in spawner.user.groups}
     role = "instructor" if hubctl.INSTRUCTOR_GROUP in groups else "student"
+    environment = hubctl.VENV if role == "instructor" else hubctl.STUDENT_VENV
+    spawner.cmd = [str(environment / "bin" / "jupyterhub-singleuser")]
     spawner.environment.update({
         "JUPYTER_CONFIG_PATH": str(hubctl.ROLE_CONFIG / role),
         "JUPYTER_PATH": str(hubctl.SHARE),
-        "PATH": f"{hubctl.VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{environment / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "RBTUTOR_ENV_BIN": str(environment / "bin"),  # /etc/profile.d/rbtutor-hub.sh: terminals keep it on PATH
         "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE),
         "RBTUTOR_ROLE": role,
         "RBTUTOR_CHECK_URL": f"{hubctl.URL}/services/rbtutor-check/",  # where check() posts
+        "RBTUTOR_FETCH_URL": f"{hubctl.URL}/services/rbtutor-fetch/",  # where Fetch asks for the own numbers
     })
     url = hubctl.gradebook_url()  # make hub GRADEBOOK=postgres: the Formgrader grades into PostgreSQL
     if role == "instructor" and url:
@@ -74,6 +88,7 @@ c.Spawner.pre_spawn_hook = role_environment
 # the instant-check service (rbtutor.course.checks) at /services/rbtutor-check/: started by
 # the hub, run as the instructor (it reads the course data and writes its attempt log in the course
 # folder); the course's users may reach it, and it may read user names and the instructors' group.
+from rbtutor.course import fetch_service  # noqa: E402
 from rbtutor.course.checks import service_entry  # noqa: E402
 
 _check_service, _check_roles = service_entry(hubctl.course_folder(), str(hubctl.VENV / "bin" / "python"),
@@ -81,5 +96,12 @@ _check_service, _check_roles = service_entry(hubctl.course_folder(), str(hubctl.
                                              instructor_group=hubctl.INSTRUCTOR_GROUP)
 _check_service["cwd"] = str(hubctl.course_folder())
 _check_roles[1]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
-c.JupyterHub.services = [_check_service]
-c.JupyterHub.load_roles = _check_roles
+
+# the personalising Fetch at /services/rbtutor-fetch/: run as its own account, which may read the
+# course data and the exchange's released notebooks (the instructor's, or root's) and nothing else
+_fetch_service, _fetch_roles = fetch_service.service_entry(
+    hubctl.EXCHANGE / hubctl.COURSE_ID / "outbound", hubctl.COURSE_DATA, str(hubctl.VENV / "bin" / "python"),
+    user=hubctl.FETCH_USER, releasers=list(hubctl.INSTRUCTORS), url=hubctl.FETCH_URL)
+_fetch_roles[0]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
+c.JupyterHub.services = [_check_service, _fetch_service]
+c.JupyterHub.load_roles = [*_check_roles, *_fetch_roles]

@@ -3,9 +3,10 @@
 Every user's server reads it, so students set nothing by hand: the exchange folder, the
 course id, and course membership from the hub's groups (``nbgrader-rbtutor`` for students,
 ``formgrade-rbtutor`` for instructors), which nbgrader's JupyterHubAuthPlugin asks the hub for.
-A student's Fetch writes that student's own numbers into the notebook's data cell
-(rbtutor.course.personal), from the course data that ``make hub`` publishes (hubctl.COURSE_DATA;
-variants on unless that file says otherwise).
+A student's Fetch gets the notebook with that student's own numbers from the hub's
+personalising service (``rbtutor_fetch``, which ``make hub`` installs into the servers'
+environments, asks ``rbtutor.course.fetch_service``); the students' servers never read the
+course data.
 """
 
 from nbgrader.auth import JupyterHubAuthPlugin
@@ -15,5 +16,4 @@ c.Exchange.root = "/srv/nbgrader/exchange"
 c.Exchange.path_includes_course = False
 c.CourseDirectory.course_id = "rbtutor"
 c.Authenticator.plugin_class = JupyterHubAuthPlugin
-c.ExchangeFactory.fetch_assignment = "rbtutor.course.personal.PersonalFetchAssignment"
-c.PersonalFetchAssignment.data_file = "/srv/rbtutor/problem_data.yaml"
+c.ExchangeFactory.fetch_assignment = "rbtutor_fetch.ServiceFetchAssignment"
