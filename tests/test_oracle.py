@@ -347,6 +347,16 @@ def test_answers_no_check_can_hide_get_one_reply_for_every_wrong_value(answer_id
     assert not json.loads(replies.pop())["passed"]
 
 
+def test_the_course_ships_answer_is_named(course):
+    """The book's value for a student with numbers of their own: named, within the pass window only."""
+    book = float(answer_key()["p3.b.K"].value)
+    assert abs(book - float(_own_key("p3.b.K")["p3.b.K"].value)) > 1e-2 * abs(book), "the variant must differ"
+    service = ServiceChannel(course)
+    assert service.ask("p3.b.K", book)[2] == "reference_ship"
+    assert service.ask("p3.b.K", book * 1.0004)[2] == "reference_ship"
+    assert service.ask("p3.b.K", book * 1.006)[2] == "wrong_value"
+
+
 def test_a_named_mistake_tells_only_what_it_names(course):
     """A sign slip is named, and the bot that undoes it passes at once: it learned the sign and nothing finer.
 

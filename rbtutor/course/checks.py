@@ -388,6 +388,24 @@ class CheckCore:
         settings = self.settings()
         return settings["assignments"].get(assignment_of(answer_id), settings["default"])
 
+    def _named_reference(self, answer_id: str, value, verdict):
+        """``verdict``, or the ``reference_ship`` mistake when the value is right for the course's own numbers.
+
+        Only under per-student variants, where those numbers are not the student's. It tells
+        the student no more than the published key does: the window is the pass window of the
+        course's own key.
+        """
+        from ..grading.judge import MESSAGES, Verdict, judge
+        from ..problems.variants import per_student, problem_of, student_key
+
+        data = self.data()
+        if verdict.diagnosis != "wrong_value" or not per_student(data):
+            return verdict
+        own = student_key(data, "reference", [problem_of(answer_id)])
+        if answer_id in own and judge(answer_id, value, key=own).passed:
+            return Verdict(False, MESSAGES["reference_ship"], "reference_ship")
+        return verdict
+
     # --- one request
     def check(self, student: str, body: bytes) -> dict:
         """Judge one request of ``student`` (the hub's name for the token's owner).
@@ -436,7 +454,7 @@ class CheckCore:
             self.log.append({**record, "refused": "limit", "passed": None, "diagnosis": None}, counted=False)
             raise CheckRefused(429, f"you have used the {limits['per_hour']} checks an hour allowed for "
                                     f"{answer_id}; the next one is possible in about {wait} min")
-        verdict = judge(answer_id, value, key=key)
+        verdict = self._named_reference(answer_id, value, judge(answer_id, value, key=key))
         leaked = reveals(verdict.message, answer.value)
         if leaked is not None:
             self.log.append({**record, "refused": "reveals", "passed": verdict.passed,

@@ -39,8 +39,10 @@ rows and columns swapped, whatever its shape), ``"degrees"``, ``"factor_1000"``,
 ``"factor_g"``, ``"factor_2pi"``, ``"inertia_g_for_o"``, ``"origin_at_g"``,
 ``"parallel_axis_sign"``, and for Euler parameters ``"scalar_last"``,
 ``"conjugate"``, ``"quaternion_sign"``, ``"wrong_frame"``, ``"sequence"``,
-``"degrees_in"``. Anything else: ``"wrong_value"``, with one message per kind of
-answer that does not depend on the value handed in (:func:`not_accepted`).
+``"degrees_in"``; the check service adds ``"reference_ship"`` (the right answer for the
+course's own numbers, handed in by a student who has numbers of their own). Anything
+else: ``"wrong_value"``, with one message per kind of answer that does not depend on the
+value handed in (:func:`not_accepted`).
 
 Examples
 --------
@@ -118,6 +120,8 @@ MESSAGES = {
                 "R = Rz(psi) Ry(theta) Rx(phi); the node's 'Rotation' output is x-y-z: "
                 "R = Rx(phi0) Ry(phi1) Rz(phi2).",
     "degrees_in": "The angles of the data are in radians; this treats them as degrees.",
+    "reference_ship": "This is the answer for the course's own ship, the numbers of the book, not for "
+                      "yours: start again from the numbers in the data cell of your notebook.",
     "factor_g": "The value is off by a factor of g (9.81 m/s^2): check whether a weight or a mass, "
                 "and an acceleration in m/s^2 or in units of g, is asked for.",
     "factor_2pi": "The value is off by a factor of 2 pi: check whether an angular frequency (rad/s), "
