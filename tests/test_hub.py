@@ -5,6 +5,15 @@ answer (student1 right, student2 with a sign error in K), validate and submit in
 the instructor collects and grades with ``python -m rbtutor.course``, grades a written part
 in the Formgrader, re-grades, and returns the feedback; the students fetch and open it.
 
+On the way, as a hostile student would: a Validate of a notebook with ``check()`` cells
+leaves the check count alone, and student1's own terminal (JupyterLab's, and commands run
+as student1 in their server's environment) can neither read nor compute a key, the course
+data's salt or student2's numbers: no rbtutor, the course data and the instructor's rbtutor
+unreadable, no file student1 can read holding the salt, one of student2's own key values or
+two of student2's data lines, and the personalising service answers only for the token's owner.
+
+A wait that times out says what it waited for, where the page was, and the hub log's tail.
+
 Needs root (the hub creates accounts and starts servers as other users) and /usr/bin/chromium:
 skipped locally without them or without ``RBTUTOR_HUB_TEST=1`` (the test resets the hub's
 course state: do not run it on a hub in use); in CI (``CI=true``) it runs and a missing piece
@@ -19,10 +28,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import CHROMIUM, chromium_available
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-artifacts" / "hub"
@@ -69,6 +81,24 @@ def hub(request):
     hubctl.stop()
     if request.param == "postgres":
         hubctl.stop_postgres()
+
+
+def hub_log_tail(lines: int = 60) -> str:
+    """The last ``lines`` lines of the hub's log (spawner, single-user servers and services write there)."""
+    try:
+        text = hubctl.LOG.read_text(errors="replace").splitlines()[-lines:]
+    except OSError as exc:
+        return f"(no hub log: {exc})"
+    return f"--- last {len(text)} lines of {hubctl.LOG}:\n" + "\n".join(text)
+
+
+def page_state(page) -> str:
+    """Where a page is and the start of its text, for a failure message."""
+    try:
+        text = page.inner_text("body", timeout=2_000)
+    except PlaywrightTimeoutError as exc:
+        text = f"(no text: {exc})"
+    return f"page {page.url}:\n{text[:1500]}"
 
 
 def reset_course_state() -> None:
@@ -150,16 +180,54 @@ class Session:
         page.fill("#username_input", user)
         page.fill("#password_input", password)
         page.click("#login_submit")
-        page.wait_for_url(f"**/user/{user}/lab**", timeout=120_000)
-        page.wait_for_selector("#jp-main-dock-panel")
-        page.wait_for_selector(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
+        self.wait_for_server()
+        self.waited("JupyterLab's main area", lambda: page.wait_for_selector("#jp-main-dock-panel"))
+        self.waited("the Nbgrader menu", lambda: page.wait_for_selector(".lm-MenuBar-itemLabel:text-is('Nbgrader')"))
+
+    def wait_for_server(self, timeout: float = 240.0) -> None:
+        """Wait until the browser is in JupyterLab, failing at once when the hub reports a failed spawn.
+
+        The hub gives a spawn ``Spawner.start_timeout`` (180 s), so the wait is longer than that:
+        a slow spawn ends in the hub's own verdict, which the failure then shows. The spawn-pending
+        page learns that the server is ready from an event stream; if it is still there after 30 s,
+        it is loaded again (as a user would), which sends a ready server's user on to it.
+        """
+        started = time.monotonic()
+        reloaded = started
+        while f"/user/{self.user}/lab" not in self.page.url:
+            try:
+                text = self.page.evaluate("() => document.body ? document.body.innerText : ''")
+            except PlaywrightError:  # the page navigated while we read it
+                text = ""
+            waited = time.monotonic() - started
+            if "Spawn failed" in text or "failed to start" in text.lower() or waited > timeout:
+                raise AssertionError(f"{self.user}'s server did not come up (waited {waited:.0f} s)\n"
+                                     f"{page_state(self.page)}\n{hub_log_tail()}")
+            if "/hub/spawn-pending/" in self.page.url and time.monotonic() - reloaded > 30:
+                print(f"{self.user}: still on {self.page.url} after {waited:.0f} s; loading it again", flush=True)
+                self.page.goto(self.page.url)
+                reloaded = time.monotonic()
+            try:
+                self.page.wait_for_url(f"**/user/{self.user}/lab**", timeout=2_000)
+            except PlaywrightTimeoutError:
+                continue
+
+    def waited(self, what: str, wait):
+        """``wait()``, or an AssertionError saying what did not come, where the page was and the hub log's tail."""
+        try:
+            return wait()
+        except PlaywrightTimeoutError as exc:
+            raise AssertionError(f"{self.user}: no {what}: {exc}\n{page_state(self.page)}\n{hub_log_tail()}") \
+                from None
 
     def shot(self, name: str) -> None:
         self.page.screenshot(path=str(SHOTS / f"{name}.png"))
 
     def api(self, method: str, path: str, data=None):
         """A call to this user's Jupyter server with the browser's cookies and XSRF token."""
-        xsrf = next((c["value"] for c in self.context.cookies() if c["name"] == "_xsrf"), "")
+        # the hub and this user's server each set an _xsrf cookie: the one whose path is the server's
+        cookies = [c for c in self.context.cookies(self.base + "/") if c["name"] == "_xsrf"]
+        xsrf = max(cookies, key=lambda c: len(c["path"]))["value"] if cookies else ""
         response = self.page.request.fetch(f"{self.base}/{path}", method=method, headers={"X-XSRFToken": xsrf},
                                            data=json.dumps(data) if data is not None else None)
         return response
@@ -186,6 +254,8 @@ def test_assignment_loop_on_the_hub(hub):
                   "--disable-component-update", "--disable-sync"])
         try:
             run_loop(browser, hub)
+        except PlaywrightTimeoutError as exc:  # any other wait of the loop: say where, and what the hub logged
+            raise AssertionError(f"{exc}\n{hub_log_tail()}") from None
         finally:
             browser.close()
 
@@ -197,6 +267,9 @@ def run_loop(browser, passwords):
     for student, sign_error in students.items():
         s = sessions[student] = Session(browser, student, passwords[student])
         s.shot(f"01-{student}-logged-in")
+        disabled = s.page.evaluate("() => JSON.parse(document.getElementById('jupyter-config-data').textContent)"
+                                   ".disabledExtensions")
+        assert "@jupyterlab/apputils-extension:announcements" in disabled, f"the news question is on: {disabled}"
         specs = s.api("GET", "api/kernelspecs").json()["kernelspecs"]
         assert set(specs) == {"python3"}, f"{student} sees kernels {sorted(specs)}"
         assert s.api("GET", "formgrader/").status == 404, "the Formgrader must not be served to students"
@@ -239,12 +312,19 @@ def run_loop(browser, passwords):
         got = s.api("GET", f"api/contents/{path}")
         assert got.status == 200, got.text()
         notebook = answered(got.json()["content"], sign_error)
+        if sign_error:  # a cell that asks the check service: Validate must not spend a check
+            notebook["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                      "source": "check('p3.b.K', K)"})
         put = s.api("PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": notebook})
         assert put.status in (200, 201), put.text()
 
+        checks_before = attempts_logged()
         fetched.locator("button:text-is('Validate')").first.click()
         dialog.wait_for(timeout=180_000)
         s.shot(f"05-{student}-validated")
+        assert attempts_logged() == checks_before, \
+            f"Validate of {student}'s notebook spent checks: {checks_before} attempts logged before, " \
+            f"{attempts_logged()} after"
         text = dialog.inner_text()
         # a sign error passes the form checks: the dialog must not call the notebook right
         assert "Form checks passed" in text and "graded after you submit" in text, text
@@ -256,7 +336,8 @@ def run_loop(browser, passwords):
 
     # --- each student fetched their own numbers, neither the released (instructor's) ones
     released = json.loads((COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
-    assert len({data_cells["student1"], data_cells["student2"], data_cell(released)}) == 3, data_cells
+    data_cells["reference"] = data_cell(released)
+    assert len(set(data_cells.values())) == 3, data_cells
 
     # --- student3 computes with student1's numbers (a cell after their own data cell sets them)
     copier = sessions["student3"] = Session(browser, "student3", passwords["student3"])
@@ -276,7 +357,9 @@ def run_loop(browser, passwords):
     copier.shot("06a-student3-submitted-with-student1-numbers")
 
     # --- student2 checks the wrong K in a kernel of their server: the diagnosis, no value
+    checks_before = attempts_logged()
     checked = check_in_kernel(sessions["student2"])
+    assert attempts_logged() == checks_before + 1, "a check from a kernel is one attempt in the log"
     sessions["student2"].shot("06b-student2-checked")
     assert "p3.b.K: not right yet. The size is right but the sign is not" in checked, checked
     for pattern in key_values("student2"):
@@ -325,8 +408,15 @@ def run_loop(browser, passwords):
     link = page.locator("a:text-is('student1')").first
     link.wait_for(state="attached")
     teacher.shot("07-instructor-formgrader-submissions")
+    elsewhere = []  # the Formgrader page asks nothing of another host (it used to load MathJax from a CDN)
+    page.on("request", lambda r: elsewhere.append(r.url) if not r.url.startswith(hubctl.URL) else None)
     page.goto(hubctl.URL + link.get_attribute("href"))
     page.wait_for_selector("input.score")
+    # MathJax from the instructor's own server, started, and formgrade.js told so (it sets MathJax.loaded)
+    teacher.waited("MathJax started on the Formgrader page",
+                   lambda: page.wait_for_function("() => window.MathJax && MathJax.loaded === true"))
+    assert page.evaluate("() => MathJax.version").startswith("3."), page.evaluate("() => MathJax.version")
+    assert not elsewhere, f"the Formgrader page asked other hosts: {elsewhere}"
     # the model answer and rubric in view, below the written answer being graded
     note = page.locator("div.rbtutor-grader-note").first
     assert "For the grader, p3_a_derivation" in note.inner_text() and "Rubric" in note.inner_text()
@@ -370,6 +460,9 @@ def run_loop(browser, passwords):
         if sign_error:
             for pattern in key:
                 assert not re.search(pattern, html), f"a key value ({pattern}) is in student2's feedback"
+
+    # --- student1, hostile, with their own terminal and server: no key, no salt, no classmate's numbers
+    secrets_out_of_reach(sessions["student1"], data_cells)
     for s in sessions.values():
         s.close()
 
@@ -412,6 +505,170 @@ def check_in_kernel(session: Session) -> str:
         return session.page.evaluate(_EXECUTE_JS, [session.base, kernel_id, code])
     finally:
         session.api("DELETE", f"api/kernels/{kernel_id}")
+
+
+def attempts_logged() -> int:
+    """How many check attempts the check service has logged (its attempt log in the course folder)."""
+    from rbtutor.course.checks import LOG_FILE
+
+    log = COURSE / LOG_FILE
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+_TERMINAL_JS = r"""async ([base, name, command, marker]) => await new Promise((resolve, reject) => {
+  const ws = new WebSocket(base.replace(/^http/, "ws") + "/terminals/websocket/" + name);
+  const done = new RegExp(marker + "-(\\d+)-end");
+  let out = "";
+  ws.onopen = () => ws.send(JSON.stringify(["stdin", command + "; echo " + marker + "-$?-end\r"]));
+  ws.onmessage = (event) => {
+    const m = JSON.parse(event.data);
+    if (m[0] !== "stdout") return;
+    out += m[1];
+    if (done.test(out)) { ws.close(); resolve(out); }
+  };
+  ws.onerror = () => reject(new Error("terminal websocket error: " + out));
+  setTimeout(() => reject(new Error("no end marker within 90 s: " + out)), 90000);
+})"""
+
+
+def in_terminal(session: Session, name: str, command: str) -> tuple[int, str]:
+    """Type ``command`` into the user's JupyterLab terminal ``name``; return its exit status and the output."""
+    marker = f"rbtutor{time.monotonic_ns()}"
+    out = session.page.evaluate(_TERMINAL_JS, [session.base, name, command, marker])
+    status = int(re.search(marker + r"-(\d+)-end", out).group(1))
+    return status, out
+
+
+def server_environment(user: str) -> dict[str, str]:
+    """The environment of ``user``'s single-user server process (what their terminals and kernels inherit)."""
+    import pwd
+
+    uid = pwd.getpwnam(user).pw_uid
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or proc.stat().st_uid != uid:
+                continue
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if any(arg.endswith(b"/jupyterhub-singleuser") for arg in argv):
+                raw = (proc / "environ").read_bytes().decode()
+                return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+        except OSError:  # the process ended while we looked
+            continue
+    raise AssertionError(f"no jupyterhub-singleuser process of {user} is running")
+
+
+def as_student(user: str, command: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``command`` as ``user`` in a login shell with their server's environment, as their terminal does."""
+    env = server_environment(user)
+    return subprocess.run(["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+                           "bash", "-lc", command], input=stdin, capture_output=True, text=True, timeout=600,
+                          cwd="/")
+
+
+_ASK_FETCH_SERVICE = """
+import json, os, urllib.error, urllib.request
+url = os.environ["RBTUTOR_FETCH_URL"] + "api/personalise"
+def ask(body, token=True):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = "token " + os.environ["JUPYTERHUB_API_TOKEN"]
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+released = {"assignment": "problem03", "notebook": "problem03.ipynb"}
+print(json.dumps({"own": ask(released), "named": ask({**released, "student": "student2"}),
+                  "anonymous": ask(released, token=False),
+                  "escape": ask({"assignment": "..", "notebook": "outbound/problem03/problem03.ipynb"})}))
+"""
+
+
+def secrets_out_of_reach(session: Session, data_cells: dict[str, str]) -> None:
+    """student1 (``session``) can neither read nor compute a key, the salt or student2's numbers on the hub."""
+    import yaml
+
+    # JupyterLab's own terminal: python is the server environment's, and it has no rbtutor
+    made = session.api("POST", "api/terminals")
+    assert made.status == 200, made.text()
+    name = made.json()["name"]
+    try:
+        status, out = in_terminal(session, name, "command -v python")
+        assert status == 0 and f"{hubctl.STUDENT_VENV}/bin/python" in out, out
+        attack = "--student student2 --data /srv/rbtutor/problem_data.yaml"
+        for command, reason in [
+            (f"python -m rbtutor key {attack}", "No module named rbtutor"),
+            (f"{hubctl.KERNEL_VENV}/bin/python -m rbtutor key {attack}", "No module named rbtutor"),
+            # the course environment runs, but its rbtutor cannot be read (a folder without entries)
+            (f"{hubctl.VENV}/bin/python -m rbtutor key {attack}", "No module named rbtutor|Permission denied"),
+            (f"cat {hubctl.COURSE_DATA}", "Permission denied"),
+        ]:
+            status, out = in_terminal(session, name, command)
+            assert status != 0 and re.search(reason, out), \
+                f"{command}: exit {status}, expected {reason!r}:\n{out[-1500:]}"
+    finally:
+        session.api("DELETE", f"api/terminals/{name}")
+
+    # the personalising service answers for the token's owner only
+    asked = as_student("student1", "python -", stdin=_ASK_FETCH_SERVICE)
+    assert asked.returncode == 0, asked.stderr
+    replies = json.loads(asked.stdout)
+    assert replies["own"][0] == 200 and data_cell(replies["own"][1]["notebook"]) == data_cells["student1"], replies
+    assert replies["named"][0] == 400 and "unknown: ['student']" in replies["named"][1]["error"], replies["named"]
+    assert replies["anonymous"][0] == 401, replies["anonymous"]
+    assert replies["escape"][0] == 400, replies["escape"]
+
+    # no file student1 can read holds the salt, student2's own data lines or student2's key values
+    salt = str(yaml.safe_load(hubctl.COURSE_DATA.read_text())["variants"]["salt"])
+    others = set(data_cells["student1"].splitlines()) | set(data_cells["reference"].splitlines())
+    theirs = [line for line in data_cells["student2"].splitlines() if line.strip() and line not in others
+              and not line.lstrip().startswith("#")]
+    assert theirs, data_cells["student2"]
+    def floats_of_key(student: str) -> set[str]:
+        key = json.loads(subprocess.run([sys.executable, "-m", "rbtutor", "key", "--problem", "3", "--format", "json",
+                                         "--data", str(hubctl.COURSE_DATA), "--student", student],
+                                        capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+        return {repr(entry["value"]) for entry in key.values() if isinstance(entry["value"], float)}
+
+    # student2's key values that are not also student1's or the reference ship's (which others may print)
+    their_key = floats_of_key("student2") - floats_of_key("student1") - floats_of_key("reference")
+    assert their_key, "student2's key has no value of its own"
+    # a file every user can read, so that a search that finds nothing is seen to have searched
+    import secrets as random_tokens
+    import tempfile
+
+    control = f"rbtutor-control-{random_tokens.token_hex(8)}"
+    with tempfile.NamedTemporaryFile("w", prefix="rbtutor-hub-control-", suffix=".txt", dir="/tmp") as handle:
+        handle.write(control + "\n")
+        handle.flush()
+        os.chmod(handle.name, 0o644)
+        started = time.monotonic()
+        found = as_student("student1", "grep -rlsIF -f - /srv /opt /etc /home /var /tmp /run /root /usr/local",
+                           stdin="\n".join([control, salt, *theirs, *their_key]) + "\n")
+        hits = found.stdout.split()
+        assert handle.name in hits, f"the search did not run (grep exit {found.returncode}): {found.stderr[-500:]}"
+        reasons = {path: leaked(path, salt, theirs, their_key) for path in hits if path != handle.name}
+        leaks = [f"{path}: {why}" for path, why in reasons.items() if why]
+    assert not leaks, "student1 can read files holding the salt, student2's key or numbers:\n" + "\n".join(leaks)
+    print(f"searched what student1 can read in {time.monotonic() - started:.0f} s; {len(hits) - 1} file(s) share "
+          f"single rounded numbers with student2's data, none more", flush=True)
+
+
+def leaked(path: str, salt: str, lines: list[str], key: set[str]) -> str | None:
+    """Why the file ``path`` gives student2's secrets away, or None.
+
+    The salt or one of student2's own key values (17 significant digits) is a leak by itself.
+    A rounded data value (``I_xz_G = 24000000.0``) may also be another course's, so a file gives
+    student2's numbers away when it holds two or more of their data lines.
+    """
+    text = Path(path).read_text(errors="replace")
+    if salt in text:
+        return "the salt"
+    if any(value in text for value in key):
+        return "a key value of student2"
+    shared = [line for line in lines if line in text]
+    return f"student2's data lines {shared}" if len(shared) >= 2 else None
 
 
 def read_grades() -> dict[str, tuple[str, str]]:
