@@ -26,12 +26,15 @@ The record a grade is defended with:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -336,16 +339,55 @@ def _write_time(stage: Path, received: str) -> None:
     os.chmod(path, 0o644)
 
 
-def _autograde_one(job: tuple[str, str, str]) -> tuple[str, str, str, float, str | None]:
+#: the longest one submission may take in a grading worker, every step together: the
+#: notebook's own limit (``BoundedExecute.notebook_timeout``, 300 s) and the feedback's (30 s)
+#: with room for intake, judging and gradebook writes. Past it the submission is NOT GRADED
+#: and the run goes on.
+SUBMISSION_SECONDS = 600.0
+
+
+class SubmissionTimeout(Exception):
+    """One submission's grading went past its time bound (:data:`SUBMISSION_SECONDS`)."""
+
+
+@contextlib.contextmanager
+def time_bound(seconds: float):
+    """Raise :class:`SubmissionTimeout` in the block once ``seconds`` of wall time have passed.
+
+    A real-time interval timer of the process (``SIGALRM``), so it bounds code that waits as
+    well as code that computes. Signals reach the main thread only: in any other thread (the
+    task threads of a Dask worker) the block is not bounded as a whole, only step by step
+    (the notebook's and the feedback's own limits).
+    """
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise SubmissionTimeout(f"grading it took longer than {seconds:g} s, all steps together")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _autograde_one(job: tuple[str, str, str], seconds: float = SUBMISSION_SECONDS
+                   ) -> tuple[str, str, str, float, str | None]:
     """Take in, autograde and make feedback for one submission; runs in a worker process.
 
     Whatever one submission raises (nbgrader's ``MissingEntry``, a broken gradebook row, a
-    failed feedback page) is its own result, ``NOT GRADED`` with the reason: it never ends the run.
+    failed feedback page) is its own result, ``NOT GRADED`` with the reason: it never ends the
+    run. So is a submission that takes longer than ``seconds`` in all (:func:`time_bound`).
     """
     root, assignment, student = job
     start = time.perf_counter()
     try:
-        summary, problem = _grade_submission(CourseLayout(Path(root)), assignment, student)
+        with time_bound(seconds):
+            summary, problem = _grade_submission(CourseLayout(Path(root)), assignment, student)
     except Exception as exc:  # one submission never ends the run: whatever it raised is its reason
         summary, problem = "NOT GRADED", f"{type(exc).__name__}: {exc}"
     return assignment, student, summary, time.perf_counter() - start, problem
@@ -599,16 +641,36 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
     return finish_run(layout, grader, count, failures, time.perf_counter() - start, f"with {jobs} worker(s)")
 
 
-def _pool_results(pool, work):
-    """The result of every job, in order; a job whose worker process died is its own failure."""
+def _pool_results(pool, work, task=None, new_pool=None):
+    """The result of every job of ``work``, in order, from ``pool``.
+
+    When a worker process dies, ``ProcessPoolExecutor`` fails every job still pending, not
+    only the one that worker held. So the jobs whose result was lost are tried once more, each
+    in a pool of its own (``new_pool(1)``, :func:`worker_pool` by default): a job that kills its
+    worker again is its own failure, and the others are graded.
+    """
     from concurrent.futures.process import BrokenProcessPool
 
-    futures = [pool.submit(_autograde_one, job) for job in work]
-    for (_, assignment, student), future in zip(work, futures, strict=True):
+    task = task or _autograde_one
+    new_pool = new_pool or worker_pool
+    futures = [pool.submit(task, job) for job in work]
+    for job, future in zip(work, futures, strict=True):
         try:
             yield future.result()
+        except BrokenProcessPool:
+            yield _alone(job, task, new_pool)
+
+
+def _alone(job, task, new_pool):
+    """``task(job)`` in a new one-worker pool; a worker that dies makes it NOT GRADED."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    _, assignment, student = job
+    with new_pool(1) as pool:
+        try:
+            return pool.submit(task, job).result()
         except BrokenProcessPool as exc:
-            yield assignment, student, "NOT GRADED", float("nan"), f"its worker process died ({exc})"
+            return assignment, student, "NOT GRADED", float("nan"), f"its worker process died ({exc})"
 
 
 def return_feedback(layout: CourseLayout) -> int:

@@ -1,0 +1,78 @@
+"""One submission never holds up the class: a time bound on all its steps, and a worker that dies.
+
+``make grade`` runs each submission in a worker process (rbtutor.course.grade). A submission
+that takes longer than its bound in all, or whose worker process dies, is NOT GRADED with its
+reason, and the others are graded.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+import pytest
+
+from rbtutor.course import grade
+
+
+def test_time_bound_interrupts_a_wait():
+    """A block that waits far longer than its bound is stopped at the bound."""
+    start = time.monotonic()
+    with pytest.raises(grade.SubmissionTimeout, match="longer than 0.2 s"):
+        with grade.time_bound(0.2):
+            threading.Event().wait(60)
+    assert time.monotonic() - start < 30
+
+
+def test_time_bound_leaves_no_timer_behind():
+    """After a block that ended in time, no alarm is left to fire into later code."""
+    import signal
+
+    with grade.time_bound(30):
+        pass
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_stuck_submission_is_not_graded_and_the_next_one_is(monkeypatch, tmp_path):
+    """A step that never returns costs that submission its grade, with the reason, and nothing else."""
+    def stuck_then_fine(layout, assignment, student):
+        if student == "stuck":
+            threading.Event().wait(60)
+        return "3/3 autograded", None
+
+    monkeypatch.setattr(grade, "_grade_submission", stuck_then_fine)
+    _, student, summary, seconds, problem = grade._autograde_one((str(tmp_path), "problem01", "stuck"), seconds=0.3)
+    assert (student, summary) == ("stuck", "NOT GRADED")
+    assert "SubmissionTimeout" in problem and "longer than 0.3 s" in problem
+    assert seconds < 30
+    assert grade._autograde_one((str(tmp_path), "problem01", "fine"), seconds=0.3)[2:5:2] == ("3/3 autograded", None)
+
+
+def _dies_for_some(job):
+    """A grading task whose worker process dies for the student named ``dies``."""
+    _, assignment, student = job
+    if student == "dies":
+        os._exit(9)
+    return assignment, student, "1/1 autograded", 0.0, None
+
+
+def _fork_pool(jobs: int):
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork"))
+
+
+def test_a_worker_that_dies_costs_only_its_own_submission():
+    """ProcessPoolExecutor fails every pending job when one worker dies; each is tried again alone.
+
+    With one worker the jobs after ``dies`` are certainly still pending when it dies.
+    """
+    work = [("course", "problem01", name) for name in ("a", "dies", "b", "c")]
+    with _fork_pool(1) as pool:
+        results = list(grade._pool_results(pool, work, task=_dies_for_some, new_pool=_fork_pool))
+    by_student = {student: (summary, problem) for _, student, summary, _, problem in results}
+    assert [r[1] for r in results] == [job[2] for job in work]
+    summary, problem = by_student.pop("dies")
+    assert summary == "NOT GRADED" and "worker process died" in problem
+    assert all(value == ("1/1 autograded", None) for value in by_student.values()), by_student
