@@ -177,9 +177,8 @@ def stand_in():
 def fetch_as_student(exchange, home, url, monkeypatch):
     from nbgrader.auth import Authenticator
     from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
     from rbtutor_fetch import ServiceFetchAssignment
+    from traitlets.config import Config
 
     monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "the-servers-token")
     monkeypatch.chdir(home)
