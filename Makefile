@@ -34,14 +34,14 @@ help:
 	@echo "make test       run the test suite (builds the book offline, browser checks)"
 	@echo "make bench      run every benchmarks/bench_*.py"
 	@echo "make lint       ruff check ."
-	@echo "make assignments [DATA=ship.yaml]  student versions of the ten assignments into release/"
+	@echo "make assignments [DATA=ship.yaml]  student versions of the eleven assignments into release/"
 	@echo "make solutions  the worked solutions, executed, into _build/solutions/"
 	@echo "make grade      autograde submitted/, feedback into feedback/, grades into grades.csv"
 	@echo "                (SCHEDULER=tcp://host:8786: on the workers of that Dask scheduler)"
 	@echo "make hub        (root) set up the course on a JupyterHub and start it on http://127.0.0.1:8000"
 	@echo "make hub-stop   (root) stop that hub and its users' servers"
 	@echo "make clean      remove build output and caches (keeps .venv)"
-	@echo "make distclean  clean, and remove .venv"
+	@echo "make distclean  clean, and remove .venv and .node"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
