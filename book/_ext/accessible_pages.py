@@ -13,6 +13,7 @@ Loaded from _config.yml (``sphinx.local_extensions``). It
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -22,6 +23,16 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+
+def _name_section_toggle(match: re.Match) -> str:
+    """Give a sidebar entry's fold toggle a name built from the entry's title."""
+    entry, title, details = match.groups()
+    plain = html.unescape(re.sub(r"<[^>]+>", "", title)).strip()
+    if not plain:
+        raise ValueError(f"expected a title in the sidebar entry, got {match.group(0)[:200]!r}")
+    label = html.escape(f"Sections of {plain}", quote=True)
+    return f'{entry}{title}{details}<summary aria-label="{label}">'
 
 
 # (pattern, replacement, what it fixes); each is applied to every written page.
@@ -40,6 +51,13 @@ FIXES = [
     # "Toggle hidden content"; its visible text is the better name.
     (re.compile(r'<summary aria-label="Toggle hidden content">'), "<summary>",
      "folded-cell summaries named by their visible text"),
+    # A sidebar entry with child pages folds them in <details>; its <summary> holds
+    # only a chevron icon (role="presentation"), so it has no name (axe
+    # summary-name). It is named after the entry; the open or closed state is
+    # announced by the browser, so the name does not say "show" or "hide".
+    (re.compile(r'(<li class="toctree-l\d+ [^"]*\bhas-children\b[^"]*"><a [^>]*>)(.*?)(</a><details[^>]*>)<summary>'),
+     _name_section_toggle,
+     "sidebar fold toggles named after their entry"),
     # The left sidebar (site title, search, chapter list) becomes a landmark, so no
     # content of the page lies outside one (axe region).
     (re.compile(r'<div id="pst-primary-sidebar" class="bd-sidebar-primary bd-sidebar"(?![^>]*role=)'),
