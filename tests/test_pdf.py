@@ -56,6 +56,15 @@ def test_outline_titles_write_formulas_as_text():
     assert title == "The matrices G_b and G₀"
 
 
+def test_makefile_builds_the_pdf_the_same_way():
+    """`make pdf` and these tests run the same jupyter-book command and the same printer."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    match = re.search(r"^JB_SINGLEHTML\s*:=\s*(.+)$", makefile, re.MULTILINE)
+    assert match, "JB_SINGLEHTML not found in Makefile"
+    assert match.group(1).split() == ["jb", *SINGLEHTML_ARGS]
+    assert "book/_ext/print_pdf.py _build/pdf/_build/singlehtml/index.html" in makefile
+
+
 @pytest.fixture(scope="module")
 def singlehtml() -> Path:
     """The singlehtml build of the book (built here as `make pdf` does unless given)."""
@@ -219,3 +228,23 @@ def test_text_stays_inside_the_page(student):
 
         page.extract_text(visitor_text=visit)
     assert not overflow, f"text beyond the right margin: {overflow[:10]}"
+
+
+def test_pdf_has_the_whole_book(student):
+    """The student edition has pages, the text of the chapters and the reference pages, figures,
+    internal links (cross-references and the outline) and no raw TeX."""
+    pages = [page.extract_text() or "" for page in student.pages]
+    text = "\n".join(pages)
+    assert len(pages) >= 40, f"only {len(pages)} pages"
+    for needle in ["Euler parameters", "The 13-state model", "Coriolis", "Glossary", "References",
+                   "Handbook of Marine Craft Hydrodynamics", "Metacentric height"]:
+        assert needle in text, f"{needle!r} not in the PDF text"
+    raw = [s for s in RAW_TEX if s in text]
+    assert not raw, f"raw TeX in the PDF: {raw}"
+    images = sum(len(page.images) for page in student.pages)
+    assert images >= 5, f"only {images} images in the PDF"
+    links = [annot.get_object() for page in student.pages for annot in page.get("/Annots") or []]
+    internal = [a for a in links if a.get("/Subtype") == "/Link" and "/Dest" in a
+                or (a.get("/A") or {}).get("/S") == "/GoTo"]
+    assert len(internal) >= 50, f"only {len(internal)} internal links (cross-references)"
+    assert student.outline, "the PDF has no outline (bookmarks)"
