@@ -38,6 +38,7 @@ help:
 	@echo "make solutions  the worked solutions, executed, into _build/solutions/"
 	@echo "make grade      autograde submitted/, feedback into feedback/, grades into grades.csv"
 	@echo "                (SCHEDULER=tcp://host:8786: on the workers of that Dask scheduler)"
+	@echo "make export TO=canvas|moodle|blackboard ROSTER=roster.csv [OUT=file]  final scores for the LMS"
 	@echo "make hub        (root) set up the course on a JupyterHub and start it on http://127.0.0.1:8000"
 	@echo "make hub-stop   (root) stop that hub and its users' servers"
 	@echo "make clean      remove build output and caches (keeps .venv)"
@@ -122,6 +123,12 @@ solutions: $(STAMP)
 
 grade: $(STAMP)
 	$(PY) -m rbtutor.course grade$(if $(SCHEDULER), --scheduler $(SCHEDULER))
+
+# The final scores as the file an LMS imports (rbtutor/course/export.py says which rules each follows).
+.PHONY: export
+export: $(STAMP)
+	@test -n "$(TO)" -a -n "$(ROSTER)" || { echo "usage: make export TO=canvas|moodle|blackboard ROSTER=roster.csv [OUT=file]" >&2; exit 2; }
+	$(PY) -m rbtutor.course export --to $(TO) --roster $(ROSTER) --out $(or $(OUT),grades-$(TO).$(if $(filter blackboard,$(TO)),txt,csv))
 
 # The course on a JupyterHub on this machine (root only; hub/hubctl.py says what it sets up).
 # It uses the system python3 and its own environments under /opt/rbtutor, not .venv.

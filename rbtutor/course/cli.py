@@ -14,7 +14,9 @@ Commands, in the order an instructor uses them:
     autograde every submission, write feedback, ``grades.csv`` and the integrity report;
     with ``--scheduler``, on the workers of a Dask cluster (:mod:`rbtutor.course.cluster`);
 ``return-feedback``
-    put the feedback into the exchange for the students to fetch.
+    put the feedback into the exchange for the students to fetch;
+``export --to canvas|moodle|blackboard --roster ROSTER --out FILE``
+    the final scores as the file that LMS imports (:mod:`rbtutor.course.export`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ def main(argv=None) -> int:
     grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="grade on the workers of this Dask scheduler (tcp://host:8786) instead of here")
     sub.add_parser("return-feedback", help="put the feedback into the exchange")
+    export = sub.add_parser("export", help="final scores as the file an LMS imports")
+    export.add_argument("--to", required=True, choices=["canvas", "moodle", "blackboard"], dest="lms")
+    export.add_argument("--roster", required=True, help="CSV: student_id,name,email,lms_id,sis_user_id,"
+                        "sis_login_id,section")
+    export.add_argument("--out", required=True, help="the file to write")
     # --root is accepted after the command too (python -m rbtutor.course grade --root DIR)
     for command in sub.choices.values():
         command.add_argument("--root", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -72,6 +79,10 @@ def main(argv=None) -> int:
         from .grade import grade as run
 
         return run(layout, args.jobs)
+    if args.command == "export":
+        from .export import run_export
+
+        return run_export(layout, args.lms, args.roster, args.out)
     if args.command == "collect":
         from .grade import collect
 

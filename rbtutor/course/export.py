@@ -1,0 +1,327 @@
+"""Grades into the LMS: the last step after grading, from the gradebook to the file an LMS imports.
+
+``python -m rbtutor.course export --to canvas|moodle|blackboard --roster roster.csv --out FILE``
+
+The scores are the ``final_score`` column of ``grades.csv`` (the submission score less the late
+penalty), produced by :func:`rbtutor.course.grade.export_grades` itself into a scratch file, so
+the LMS file and ``grades.csv`` can never disagree. The roster maps the course's student ids to
+the identifiers each LMS matches on; it is checked at the boundary (:func:`read_roster`).
+
+What each format follows (the LMS's own documentation; summarised in our words):
+
+Canvas
+    the Gradebook's CSV import, which reads the layout of its own CSV export: the columns
+    ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per assignment, and a
+    second row whose first cell says ``Points Possible`` with the maximum of each assignment.
+    Canvas matches a student by ``ID`` or one of the SIS columns (Canvas Community guide "How do
+    I import grades in the Gradebook?"; Ohio State's "Import CSV File for Carmen Grades").
+Moodle
+    Grade administration > Import > CSV file: a header row, a column that identifies the user
+    and one column per grade item; the import page maps the identifier column ("Map from") to a
+    user field ("Map to": email address or ID number) and each column to a grade item (MoodleDocs
+    "Grade import"). In Moodle's importer (``grade/import/csv/classes/load_data.php``) an empty
+    cell, like ``-``, is imported as "no grade".
+Blackboard
+    Grade Center > Work Offline > Upload: a header row, the student's ``Username`` as the key,
+    one column per Grade Center column; tab-delimited files are the recommended kind and need no
+    quoting ("Uploading or Downloading Grade Center Items for Working Offline", Blackboard Help).
+    A column without a Column ID in its header becomes a new column on upload.
+
+Written parts still to grade are shown as an empty cell, never as a zero: an empty cell is the
+LMS's "no grade" (Moodle's importer says so in its code; for Canvas and Blackboard the summary
+asks the instructor to check the import preview, since their help pages we could read do not say
+what an empty cell does to a grade entered in the LMS by hand). Every cell goes through
+:func:`rbtutor.grading.report.csv_cell`, so no spreadsheet runs one as a formula.
+"""
+
+from __future__ import annotations
+
+import csv
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..grading.report import csv_cell
+from ..grading.student_ids import id_problem
+
+#: the roster's header, the course's id first
+ROSTER_COLUMNS = ("student_id", "name", "email", "lms_id", "sis_user_id", "sis_login_id", "section")
+#: the LMSs written, each with the roster columns of which one must be filled to find a student
+IDENTIFIED_BY = {
+    "canvas": ("lms_id", "sis_user_id", "sis_login_id"),
+    "moodle": ("email", "sis_user_id"),
+    "blackboard": ("lms_id",),
+}
+#: how an ungraded cell reads in each LMS, for the summary
+EMPTY_CELL_MEANS = {
+    "canvas": "an empty cell is how Canvas's own export shows an ungraded score; check in the "
+              "import preview that no score typed in Canvas is changed",
+    "moodle": "an empty cell is imported as 'no grade' (shown '-'); it clears a grade typed in Moodle",
+    "blackboard": "an empty cell carries no grade; check the upload preview (it lists the columns "
+                  "that change) before submitting",
+}
+
+
+class RosterError(ValueError):
+    """The roster cannot be used: says which line and what was expected."""
+
+
+@dataclass(frozen=True)
+class RosterEntry:
+    """One roster line: the course's id and the identifiers the LMSs know the student by."""
+
+    student_id: str
+    name: str
+    email: str
+    lms_id: str
+    sis_user_id: str
+    sis_login_id: str
+    section: str
+    line: int
+
+
+def _check_text(value: str, column: str, line: int) -> str:
+    bad = [char for char in value if not char.isprintable()]
+    if bad:
+        raise RosterError(f"roster line {line}: expected printable text in {column}, got {value!r} "
+                          f"(it contains {ascii(bad[0])})")
+    return value.strip()
+
+
+def read_roster(path: str | Path) -> list[RosterEntry]:
+    """The roster's entries, in file order; ``RosterError`` for anything an import would trip on.
+
+    Checked: the header holds every column of :data:`ROSTER_COLUMNS` (others are ignored), each
+    line has as many cells as the header, each ``student_id`` is accepted by
+    :func:`rbtutor.grading.student_ids.id_problem` and appears once, and no cell holds a control
+    character (a tab or line break would split a Blackboard row).
+    """
+    path = Path(path)
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        rows = list(csv.reader(handle))
+    if not rows:
+        raise RosterError(f"expected a header row {','.join(ROSTER_COLUMNS)} in {path}, got an empty file")
+    header = [cell.strip() for cell in rows[0]]
+    missing = [column for column in ROSTER_COLUMNS if column not in header]
+    if missing:
+        raise RosterError(f"expected the roster header to hold {','.join(ROSTER_COLUMNS)}, got "
+                          f"{','.join(header)} (missing: {', '.join(missing)})")
+    entries, seen = [], {}
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise RosterError(f"roster line {line}: expected {len(header)} cells, got {len(row)}")
+        cells = {column: _check_text(row[header.index(column)], column, line) for column in ROSTER_COLUMNS}
+        problem = id_problem(cells["student_id"])
+        if problem:
+            raise RosterError(f"roster line {line}: expected a student id, got {cells['student_id']!r}: "
+                              f"it {problem}")
+        if cells["student_id"] in seen:
+            raise RosterError(f"roster line {line}: student id {cells['student_id']!r} is already on line "
+                              f"{seen[cells['student_id']]}; expected each student once")
+        seen[cells["student_id"]] = line
+        entries.append(RosterEntry(line=line, **cells))
+    return entries
+
+
+def check_identifiers(entries: list[RosterEntry], lms: str) -> None:
+    """``RosterError`` naming every entry the LMS could not match (none of its id columns filled)
+    or would match twice (two entries with the same value in one of them)."""
+    columns = IDENTIFIED_BY[lms]
+    for column in columns:
+        first = {}
+        for entry in entries:
+            value = getattr(entry, column)
+            if value and value in first:
+                raise RosterError(f"roster line {entry.line}: {column} {value!r} is also on line {first[value]}; "
+                                  f"expected each {column} once, or {lms} gives both grades to one student")
+            first.setdefault(value, entry.line)
+    if lms == "moodle":  # one mapping for the whole file: every line needs the same column
+        usable = [c for c in columns if all(getattr(e, c) for e in entries)]
+        if entries and not usable:
+            raise RosterError("expected every roster line to have an email (or every line an "
+                              "sis_user_id, Moodle's ID number) for Moodle to map, got some without either")
+        return
+    lacking = [f"{e.student_id} (line {e.line})" for e in entries if not any(getattr(e, c) for c in columns)]
+    if lacking:
+        raise RosterError(f"expected one of {', '.join(columns)} for {lms} on every roster line, got none "
+                          f"for: {', '.join(lacking)}")
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One student's result in one assignment, as grades.csv states it."""
+
+    final_score: str
+    pending_parts: int  # hand-graded parts still to grade; the score is then not final
+
+
+def _number(cell: str, what: str) -> str:
+    text = cell[1:] if cell.startswith("'") else cell  # csv_cell guards a leading '-'
+    try:
+        return f"{float(text):g}"
+    except ValueError:
+        raise ValueError(f"expected a number for {what} in grades.csv, got {cell!r}") from None
+
+
+def class_grades(grader) -> tuple[dict[str, str], dict[tuple[str, str], Grade]]:
+    """The assignments with their points possible, and every graded submission's :class:`Grade`.
+
+    The rows are those :func:`rbtutor.course.grade.export_grades` writes (its ``final_score``
+    and ``written_parts`` columns), not a second computation of them.
+    """
+    from .grade import export_grades
+
+    with grader.gradebook as gradebook:
+        points = {a.name: f"{a.max_score:g}" for a in sorted(gradebook.assignments, key=lambda a: a.name)}
+    grades = {}
+    with tempfile.TemporaryDirectory(prefix="rbtutor-export-") as scratch:
+        path = Path(scratch) / "grades.csv"
+        export_grades(grader, path)
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                pending = 0 if row["written_parts"] == "done" else int(row["written_parts"].split("(")[1][:-1])
+                what = f"{row['student']} {row['assignment']}"
+                grades[row["student"], row["assignment"]] = Grade(_number(row["final_score"], what), pending)
+    return points, grades
+
+
+@dataclass
+class ExportSummary:
+    """What went into the LMS file and what did not, for the terminal and the tests."""
+
+    lms: str
+    out: Path
+    students: int = 0
+    assignments: list[str] = field(default_factory=list)
+    not_in_roster: list[str] = field(default_factory=list)  # graded, but not written (no roster line)
+    without_grades: list[str] = field(default_factory=list)  # on the roster, no submission graded
+    pending: list[str] = field(default_factory=list)  # "student assignment (N written parts)", left empty
+    not_submitted: list[str] = field(default_factory=list)  # "student assignment", left empty
+
+    def problems(self) -> list[str]:
+        """Lines for standard error: every student whose grades are not all in the file."""
+        lines = [f"not in the roster, grades NOT exported: {s}" for s in self.not_in_roster]
+        lines += [f"on the roster but no graded submission: {s}" for s in self.without_grades]
+        return lines
+
+    def lines(self) -> list[str]:
+        """The summary for standard output."""
+        lines = [f"wrote {self.out} for {self.lms}: {self.students} students, "
+                 f"{len(self.assignments)} assignments ({', '.join(self.assignments) or 'none'})"]
+        lines += [f"written parts still to grade, left empty: {p}" for p in self.pending]
+        lines += [f"no submission, left empty: {p}" for p in self.not_submitted]
+        lines.append(f"students not in the roster (grades not exported): {len(self.not_in_roster)}; "
+                     f"roster entries without grades: {len(self.without_grades)}")
+        if self.pending or self.not_submitted:
+            lines.append(f"empty cells: {EMPTY_CELL_MEANS[self.lms]}")
+        return lines
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    """(last, first) from "Last, First" or "First Last" (Blackboard ignores name changes on upload)."""
+    if "," in name:
+        last, first = name.split(",", 1)
+        return last.strip(), first.strip()
+    first, _, last = name.rpartition(" ")
+    return last, first
+
+
+def _identity(entry: RosterEntry, lms: str) -> list[str]:
+    if lms == "canvas":
+        return [entry.name, entry.lms_id, entry.sis_user_id, entry.sis_login_id, entry.section]
+    if lms == "moodle":
+        return [entry.name, entry.sis_user_id, entry.email]
+    return [*_split_name(entry.name), entry.lms_id, entry.sis_user_id]
+
+
+#: the identity columns of each format, before one column per assignment
+IDENTITY_HEADER = {
+    "canvas": ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"],
+    "moodle": ["Full name", "ID number", "Email address"],
+    "blackboard": ["Last Name", "First Name", "Username", "Student ID"],
+}
+
+
+def lms_rows(lms: str, entries: list[RosterEntry], points: dict[str, str],
+             grades: dict[tuple[str, str], Grade], summary: ExportSummary) -> list[list[str]]:
+    """The rows of the LMS file (header first), filling ``summary`` with what is left empty."""
+    assignments = list(points)
+    rows = [IDENTITY_HEADER[lms] + assignments]
+    if lms == "canvas":
+        rows.append(["Points Possible"] + [""] * 4 + [points[a] for a in assignments])
+    for entry in entries:
+        cells = []
+        for assignment in assignments:
+            grade = grades.get((entry.student_id, assignment))
+            if grade is None:
+                summary.not_submitted.append(f"{entry.student_id} {assignment}")
+                cells.append("")
+            elif grade.pending_parts:
+                summary.pending.append(f"{entry.student_id} {assignment} ({grade.pending_parts} written "
+                                       "part(s) to grade)")
+                cells.append("")
+            else:
+                cells.append(grade.final_score)
+        rows.append(_identity(entry, lms) + cells)
+    return [[csv_cell(cell) for cell in row] for row in rows]
+
+
+def export_lms(grader, lms: str, roster: str | Path, out: str | Path) -> ExportSummary:
+    """Write ``out``, the file ``lms`` imports, for the students of ``roster``; return the summary.
+
+    Raises ``RosterError`` for a roster that cannot be used and ``ValueError`` for an unknown LMS,
+    before anything is written.
+    """
+    if lms not in IDENTIFIED_BY:
+        raise ValueError(f"expected an LMS among {', '.join(IDENTIFIED_BY)}, got {lms!r}")
+    entries = read_roster(roster)
+    check_identifiers(entries, lms)
+    points, grades = class_grades(grader)
+    summary = ExportSummary(lms=lms, out=Path(out), students=len(entries), assignments=list(points))
+    rows = lms_rows(lms, entries, points, grades, summary)
+    on_roster = {e.student_id for e in entries}
+    graded = {student for student, _ in grades}
+    summary.not_in_roster = sorted(graded - on_roster)
+    summary.without_grades = [e.student_id for e in entries if e.student_id not in graded]
+    _write(Path(out), rows, lms)
+    return summary
+
+
+def _write(path: Path, rows: list[list[str]], lms: str) -> None:
+    """CSV for Canvas and Moodle; for Blackboard tab-separated without quote characters, which its
+    help says a tab-delimited file does not use (the roster holds no tab, so none is needed)."""
+    if lms == "blackboard":
+        tabs = [cell for row in rows for cell in row if "\t" in cell or "\n" in cell or "\r" in cell]
+        if tabs:
+            raise ValueError(f"expected no tab or line break in a Blackboard cell, got {tabs[0]!r}")
+        options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None}
+    else:
+        options = {"delimiter": ","}
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\r\n", **options).writerows(rows)
+
+
+def run_export(layout, lms: str, roster: str | Path, out: str | Path) -> int:
+    """The ``export`` command: write the file, print the summary; the exit status.
+
+    0 when every graded student is in the file; 1 when some are not (they are listed on standard
+    error, the file is still written for the others); 2 when nothing was written (bad roster,
+    unreadable gradebook, unwritable file).
+    """
+    import sys
+
+    from ..grading.report import terminal_text
+    from .nbgrader import api
+
+    try:
+        summary = export_lms(api(layout), lms, roster, out)
+    except (OSError, ValueError) as exc:
+        print(f"rbtutor.course export: {terminal_text(exc)}", file=sys.stderr)
+        return 2
+    for line in summary.problems():
+        print(terminal_text(line), file=sys.stderr)
+    for line in summary.lines():
+        print(terminal_text(line))
+    return 1 if summary.not_in_roster else 0

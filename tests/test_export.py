@@ -1,0 +1,235 @@
+"""Grades into the LMS (rbtutor.course.export): each file against its LMS's import rules.
+
+The class is a gradebook built with nbgrader's own API (no notebook is executed), so the whole
+file runs in seconds: ann is fully graded but late, ben has a written part still to grade,
+cat submitted one assignment only, dan is graded but not on the roster, and eve is on the
+roster with nothing graded.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ROSTER_HEADER = "student_id,name,email,lms_id,sis_user_id,sis_login_id,section"
+ROSTER = "\n".join([
+    ROSTER_HEADER,
+    "ann,\"Lee, Ann\",ann@uni.test,101,S101,ann.lee,A",
+    "ben,Ben Okafor,ben@uni.test,102,S102,ben.okafor,A",
+    "cat,=HYPERLINK(\"http://x\"),cat@uni.test,103,S103,cat.x,B",
+    "eve,Eve Moss,eve@uni.test,105,S105,eve.moss,B",
+]) + "\n"
+AUTO, WRITTEN = 6.0, 4.0  # points of problem01's autograded and hand-graded cells
+LATE_PENALTY = 1.5
+
+
+def _add_assignment(gradebook, name: str, cells: list[tuple[str, float, str]]) -> None:
+    gradebook.add_assignment(name)
+    gradebook.add_notebook(name, name)
+    for grade_id, points, cell_type in cells:
+        gradebook.add_grade_cell(grade_id, name, name, max_score=points, cell_type=cell_type)
+
+
+def _grade(gradebook, assignment: str, student: str, scores: dict[str, float | None]) -> None:
+    submission = gradebook.add_submission(assignment, student)
+    for grade_id, score in scores.items():
+        grade = gradebook.find_grade(grade_id, assignment, assignment, student)
+        if grade_id.endswith("auto"):
+            grade.auto_score, grade.needs_manual_grade = score, False
+        elif score is None:  # a written part not graded yet
+            grade.manual_score, grade.needs_manual_grade = None, True
+        else:
+            grade.manual_score, grade.needs_manual_grade = score, False
+    return submission
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    from rbtutor.course import api
+
+    course = tmp_path_factory.mktemp("export") / "course"
+    course.mkdir()
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    grader = api(course)
+    with grader.gradebook as gradebook:
+        _add_assignment(gradebook, "problem01", [("p1_auto", AUTO, "code"), ("p1_written", WRITTEN, "markdown")])
+        _add_assignment(gradebook, "problem02", [("p2_auto", 5.0, "code")])
+        for student in ("ann", "ben", "cat", "dan", "eve"):
+            gradebook.add_student(student)
+        late = _grade(gradebook, "problem01", "ann", {"p1_auto": 5.0, "p1_written": 3.0})
+        late.notebooks[0].late_submission_penalty = LATE_PENALTY  # the assignment's sums its notebooks'
+        _grade(gradebook, "problem02", "ann", {"p2_auto": 5.0})
+        _grade(gradebook, "problem01", "ben", {"p1_auto": 6.0, "p1_written": None})
+        _grade(gradebook, "problem02", "ben", {"p2_auto": 2.0})
+        _grade(gradebook, "problem02", "cat", {"p2_auto": 4.0})
+        _grade(gradebook, "problem01", "dan", {"p1_auto": 1.0, "p1_written": 1.0})
+        gradebook.db.commit()
+    roster = course / "roster.csv"
+    roster.write_text(ROSTER)
+    return course, grader, roster
+
+
+def _export(graded_class, lms: str, tmp_path):
+    from rbtutor.course.export import export_lms
+
+    course, grader, roster = graded_class
+    out = tmp_path / f"grades-{lms}.csv"
+    summary = export_lms(grader, lms, roster, out)
+    return summary, out
+
+
+def _read(path: Path, delimiter: str = ",") -> list[list[str]]:
+    """The file through csv.reader: quoted CSV, or (Blackboard) tabs and no quote characters."""
+    options = {"quoting": csv.QUOTE_NONE} if delimiter == "\t" else {}
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle, delimiter=delimiter, **options))
+
+
+def _by_student(rows: list[list[str]], key_column: str, skip: int = 1) -> dict[str, dict[str, str]]:
+    header = rows[0]
+    return {row[header.index(key_column)]: dict(zip(header, row, strict=True)) for row in rows[skip:]}
+
+
+def test_canvas_file_follows_the_gradebook_import_layout(graded_class, tmp_path):
+    summary, out = _export(graded_class, "canvas", tmp_path)
+    rows = _read(out)
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "problem01", "problem02"]
+    assert rows[1] == ["Points Possible", "", "", "", "", f"{AUTO + WRITTEN:g}", "5"]
+    assert all(len(row) == len(rows[0]) for row in rows)
+    students = _by_student(rows, "ID", skip=2)
+    assert set(students) == {"101", "102", "103", "105"}
+    assert students["101"]["Student"] == "Lee, Ann" and students["101"]["SIS Login ID"] == "ann.lee"
+    assert students["101"]["Section"] == "A" and students["103"]["Section"] == "B"
+
+
+def test_late_penalty_is_taken_off(graded_class, tmp_path):
+    summary, out = _export(graded_class, "canvas", tmp_path)
+    ann = _by_student(_read(out), "ID", skip=2)["101"]
+    assert float(ann["problem01"]) == pytest.approx(5.0 + 3.0 - LATE_PENALTY)
+    assert float(ann["problem02"]) == pytest.approx(5.0)
+
+
+def test_the_scores_are_those_of_grades_csv(graded_class, tmp_path):
+    from rbtutor.course.grade import export_grades
+
+    course, grader, _ = graded_class
+    export_grades(grader, tmp_path / "grades.csv")
+    final = {(r["student"], r["assignment"]): r["final_score"]
+             for r in csv.DictReader((tmp_path / "grades.csv").open(newline=""))}
+    summary, out = _export(graded_class, "moodle", tmp_path)
+    rows = _by_student(_read(out), "ID number")
+    assert rows["S101"]["problem01"] == final["ann", "problem01"]
+    assert rows["S102"]["problem02"] == final["ben", "problem02"]
+
+
+def test_pending_written_parts_are_empty_not_zero(graded_class, tmp_path):
+    for lms, key, delimiter, skip in [("canvas", "ID", ",", 2), ("moodle", "ID number", ",", 1),
+                                      ("blackboard", "Username", "\t", 1)]:
+        summary, out = _export(graded_class, lms, tmp_path)
+        ben = _by_student(_read(out, delimiter), key, skip)["102" if key != "ID number" else "S102"]
+        assert ben["problem01"] == "", lms  # 6 of 10 points graded, 4 still to grade: not a 6, not a 0
+        assert float(ben["problem02"]) == 2.0
+        assert "ben problem01 (1 written part(s) to grade)" in summary.pending
+        assert any("empty cell" in line for line in summary.lines())
+
+
+def test_moodle_file_has_an_identifier_column_per_user(graded_class, tmp_path):
+    summary, out = _export(graded_class, "moodle", tmp_path)
+    rows = _read(out)
+    assert rows[0] == ["Full name", "ID number", "Email address", "problem01", "problem02"]
+    emails = [row[2] for row in rows[1:]]
+    assert emails == ["ann@uni.test", "ben@uni.test", "cat@uni.test", "eve@uni.test"]
+    assert len(set(emails)) == len(emails)  # one line per user, so Moodle's mapping is one-to-one
+
+
+def test_blackboard_file_is_tab_separated_with_usernames(graded_class, tmp_path):
+    summary, out = _export(graded_class, "blackboard", tmp_path)
+    raw = out.read_text(encoding="utf-8")
+    lines = raw.splitlines()
+    assert lines[0] == "Last Name\tFirst Name\tUsername\tStudent ID\tproblem01\tproblem02"
+    assert all(line.count("\t") == 5 for line in lines) and "," not in lines[0]
+    rows = _by_student(_read(out, "\t"), "Username")
+    assert rows["101"]["Last Name"] == "Lee" and rows["101"]["First Name"] == "Ann"
+    assert rows["102"]["Last Name"] == "Okafor" and rows["103"]["problem02"] == "4"
+    assert rows["103"]["Last Name"] == "'=HYPERLINK(\"http://x\")"  # no quote characters added
+
+
+def test_missing_and_extra_roster_entries_are_listed(graded_class, tmp_path):
+    summary, out = _export(graded_class, "canvas", tmp_path)
+    assert summary.not_in_roster == ["dan"]
+    assert summary.without_grades == ["eve"]
+    assert "cat problem01" in summary.not_submitted
+    problems = summary.problems()
+    assert any("dan" in line and "NOT exported" in line for line in problems)
+    assert any("eve" in line for line in problems)
+    assert "dan" not in out.read_text()
+
+
+def test_cells_are_never_formulas(graded_class, tmp_path):
+    for lms, delimiter in [("canvas", ","), ("moodle", ","), ("blackboard", "\t")]:
+        summary, out = _export(graded_class, lms, tmp_path)
+        cells = [cell for row in _read(out, delimiter) for cell in row]
+        assert not any(cell.startswith(("=", "+", "-", "@")) for cell in cells), lms
+        assert any(cell.startswith("'=HYPERLINK") for cell in cells), lms
+
+
+@pytest.mark.parametrize("text, message", [
+    ("student_id,name,email\nann,Ann,a@x\n", "missing: lms_id, sis_user_id, sis_login_id, section"),
+    (ROSTER_HEADER + "\nann,A,a@x,1,,,\nann,B,b@x,2,,,\n", "already on line 2"),
+    (ROSTER_HEADER + "\nq[x],A,a@x,1,,,\n", "expected a student id, got 'q[x]'"),
+    (ROSTER_HEADER + "\nreference,A,a@x,1,,,\n", "reserved"),
+    (ROSTER_HEADER + "\nann,A\tB,a@x,1,,,\n", "expected printable text in name"),
+    (ROSTER_HEADER + "\nann,A,a@x,1,,\n", "expected 7 cells, got 6"),
+    ("", "got an empty file"),
+])
+def test_bad_rosters_are_refused(tmp_path, text, message):
+    from rbtutor.course.export import RosterError, read_roster
+
+    path = tmp_path / "roster.csv"
+    path.write_text(text)
+    with pytest.raises(RosterError, match=re.escape(message)):
+        read_roster(path)
+
+
+def test_an_lms_without_its_identifier_is_refused_before_writing(graded_class, tmp_path):
+    from rbtutor.course.export import RosterError, export_lms
+
+    course, grader, _ = graded_class
+    roster = tmp_path / "roster.csv"
+    roster.write_text(ROSTER_HEADER + "\nann,Ann Lee,ann@uni.test,,S101,,A\n")
+    out = tmp_path / "bb.txt"
+    with pytest.raises(RosterError, match="expected one of lms_id for blackboard.*ann \\(line 2\\)"):
+        export_lms(grader, "blackboard", roster, out)
+    assert not out.exists()
+    export_lms(grader, "canvas", roster, out)  # Canvas matches on the SIS User ID
+    assert _by_student(_read(out), "SIS User ID", skip=2)["S101"]["ID"] == ""
+
+
+def test_a_shared_lms_identifier_is_refused(graded_class, tmp_path):
+    from rbtutor.course.export import RosterError, export_lms
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text(ROSTER_HEADER + "\nann,Ann,same@uni.test,1,,,\nben,Ben,same@uni.test,2,,,\n")
+    with pytest.raises(RosterError, match="line 3: email 'same@uni.test' is also on line 2"):
+        export_lms(graded_class[1], "moodle", roster, tmp_path / "m.csv")
+    export_lms(graded_class[1], "blackboard", roster, tmp_path / "b.txt")  # Blackboard keys on lms_id
+
+
+def test_command_line_lists_unrostered_students_and_fails(graded_class, tmp_path, capsys):
+    from rbtutor.course.cli import main
+
+    course, _, roster = graded_class
+    out = tmp_path / "canvas.csv"
+    status = main(["--root", str(course), "export", "--to", "canvas", "--roster", str(roster), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert status == 1 and out.exists()
+    assert "dan" in captured.err and "eve" in captured.err
+    assert "4 students, 2 assignments" in captured.out
+    status = main(["--root", str(course), "export", "--to", "canvas", "--roster", str(tmp_path / "none.csv"),
+                   "--out", str(tmp_path / "x.csv")])
+    assert status == 2 and "none.csv" in capsys.readouterr().err
