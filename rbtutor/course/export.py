@@ -13,8 +13,12 @@ Canvas
     the Gradebook's CSV import, which reads the layout of its own CSV export: the columns
     ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per assignment, and a
     second row whose first cell says ``Points Possible`` with the maximum of each assignment.
-    Canvas matches a student by ``ID`` or one of the SIS columns (Canvas Community guide "How do
-    I import grades in the Gradebook?"; Ohio State's "Import CSV File for Carmen Grades").
+    Canvas matches a student by ``ID`` or one of the SIS columns (Ohio State's help page "Import
+    CSV File for Carmen Grades"). Canvas's own importer (``GradebookImporter`` in canvas-lms)
+    wants ``Student`` and ``ID`` first and ``Section`` as
+    the last student column, takes a row whose first cell contains ``Points Possible`` as the
+    maxima, matches an assignment column by title (or ``title (id)``) and creates one otherwise;
+    an empty cell changes nothing where Canvas has no score, and removes a score Canvas has.
 Moodle
     Grade administration > Import > CSV file: a header row, a column that identifies the user
     and one column per grade item; the import page maps the identifier column ("Map from") to a
@@ -27,11 +31,11 @@ Blackboard
     quoting ("Uploading or Downloading Grade Center Items for Working Offline", Blackboard Help).
     A column without a Column ID in its header becomes a new column on upload.
 
-Written parts still to grade are shown as an empty cell, never as a zero: an empty cell is the
-LMS's "no grade" (Moodle's importer says so in its code; for Canvas and Blackboard the summary
-asks the instructor to check the import preview, since their help pages we could read do not say
-what an empty cell does to a grade entered in the LMS by hand). Every cell goes through
-:func:`rbtutor.grading.report.csv_cell`, so no spreadsheet runs one as a formula.
+Written parts still to grade are shown as an empty cell, never as a zero: an empty cell is "no
+score" to Canvas and "no grade" to Moodle (both importers' code says so, above). Neither help
+page we could read says what Blackboard makes of one, so the summary asks the instructor to check
+its upload preview. Every cell goes through :func:`rbtutor.grading.report.csv_cell`, so no
+spreadsheet runs one as a formula.
 """
 
 from __future__ import annotations
@@ -54,8 +58,8 @@ IDENTIFIED_BY = {
 }
 #: how an ungraded cell reads in each LMS, for the summary
 EMPTY_CELL_MEANS = {
-    "canvas": "an empty cell is how Canvas's own export shows an ungraded score; check in the "
-              "import preview that no score typed in Canvas is changed",
+    "canvas": "an empty cell leaves an ungraded assignment ungraded, but removes a score typed in "
+              "Canvas; the import preview lists every change",
     "moodle": "an empty cell is imported as 'no grade' (shown '-'); it clears a grade typed in Moodle",
     "blackboard": "an empty cell carries no grade; check the upload preview (it lists the columns "
                   "that change) before submitting",
