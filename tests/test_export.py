@@ -196,6 +196,15 @@ def test_bad_rosters_are_refused(tmp_path, text, message):
         read_roster(path)
 
 
+def test_names_in_any_script_are_kept(tmp_path):
+    from rbtutor.course.export import read_roster
+
+    path = tmp_path / "roster.csv"
+    name = "Mehr\u200cdad Rez\u0101\u00a0Ahmadi"  # a zero-width non-joiner and a no-break space
+    path.write_text(ROSTER_HEADER + f"\nmehrdad,{name},m@x,1,,,\n", encoding="utf-8")
+    assert read_roster(path)[0].name == name
+
+
 def test_an_lms_without_its_identifier_is_refused_before_writing(graded_class, tmp_path):
     from rbtutor.course.export import RosterError, export_lms
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import csv
 import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,7 +86,10 @@ class RosterEntry:
 
 
 def _check_text(value: str, column: str, line: int) -> str:
-    bad = [char for char in value if not char.isprintable()]
+    """``value`` stripped; ``RosterError`` for a control character or line separator (a tab or line
+    break would split a row). Other characters, a no-break space or a zero-width non-joiner in a
+    name included, are kept."""
+    bad = [char for char in value if unicodedata.category(char) in ("Cc", "Zl", "Zp")]
     if bad:
         raise RosterError(f"roster line {line}: expected printable text in {column}, got {value!r} "
                           f"(it contains {ascii(bad[0])})")
