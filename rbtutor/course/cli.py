@@ -10,6 +10,9 @@ Commands, in the order an instructor uses them:
 ``collect ASSIGNMENT``
     take the students' submissions from the exchange into ``submitted/``, each checked
     by the intake (links, special files, floods and source copies refused);
+``similarity ASSIGNMENT [--threshold SHARE]``
+    compare every pair of students' code answers; ``similarity/ASSIGNMENT.csv`` and
+    ``.html`` (:mod:`rbtutor.course.similarity`);
 ``grade [--jobs N | --scheduler ADDRESS]``
     autograde every submission, write feedback, ``grades.csv`` and the integrity report;
     with ``--scheduler``, on the workers of a Dask cluster (:mod:`rbtutor.course.cluster`);
@@ -37,6 +40,10 @@ def main(argv=None) -> int:
     sub.add_parser("generate", help="student versions of every assignment into release/")
     collect = sub.add_parser("collect", help="take submissions from the exchange into submitted/")
     collect.add_argument("assignment")
+    similarity = sub.add_parser("similarity", help="compare the students' code answers of one assignment")
+    similarity.add_argument("assignment")
+    similarity.add_argument("--threshold", type=float, default=None,
+                            help="flag pairs with at least this score (default: the module's THRESHOLD)")
     grade = sub.add_parser("grade", help="autograde every submission, feedback, grades.csv, report")
     grade.add_argument("--jobs", type=int, default=None,
                        help="grade this many submissions at once (default: one per core, plus one)")
@@ -87,6 +94,18 @@ def main(argv=None) -> int:
         from .grade import collect
 
         return collect(layout, args.assignment)
+    if args.command == "similarity":
+        from .similarity import THRESHOLD, similarity_report
+
+        try:
+            threshold = THRESHOLD if args.threshold is None else args.threshold
+            written = similarity_report(layout, args.assignment, threshold)
+        except (CourseError, OSError, ValueError) as exc:
+            print(f"rbtutor.course similarity: {exc}", file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"wrote {path.relative_to(layout.root)}")
+        return 0
     from .grade import generate, return_feedback
 
     return {"generate": generate, "return-feedback": return_feedback}[args.command](layout)
