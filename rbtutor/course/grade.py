@@ -84,20 +84,37 @@ def export_grades(grader, path: Path) -> list[str]:
         # late_penalty, final_score: points taken off for lateness (rbtutor.course.late), score less them
         writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden",
                          "late_penalty", "final_score"])
-        for assignment in sorted(gradebook.assignments, key=lambda a: a.name):
-            for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
-                grades = [g for nb in submission.notebooks for g in nb.grades]
-                pending = sum(1 for g in grades if g.needs_manual_grade)
-                overridden = [f"{g.name} {g.auto_score:g}->{g.manual_score:g}" for g in grades
-                              if g.auto_score is not None and g.manual_score is not None
-                              and g.manual_score != g.auto_score]
-                changed += [f"{submission.student.id} {assignment.name} {text}" for text in overridden]
-                row = [submission.student.id, assignment.name, f"{submission.score:g}",
-                       f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
-                       "; ".join(overridden), f"{submission.late_submission_penalty:g}",
-                       f"{submission.score - submission.late_submission_penalty:g}"]
-                writer.writerow([csv_cell(cell) for cell in row])
+        # sorted here, not by the database: the order must not depend on its collation
+        for submission in sorted(_all_submissions(gradebook), key=lambda s: (s.assignment.name, s.student.id)):
+            assignment = submission.assignment
+            grades = [g for nb in submission.notebooks for g in nb.grades]
+            pending = sum(1 for g in grades if g.needs_manual_grade)
+            overridden = [f"{g.name} {g.auto_score:g}->{g.manual_score:g}" for g in grades
+                          if g.auto_score is not None and g.manual_score is not None
+                          and g.manual_score != g.auto_score]
+            changed += [f"{submission.student.id} {assignment.name} {text}" for text in overridden]
+            row = [submission.student.id, assignment.name, f"{submission.score:g}",
+                   f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
+                   "; ".join(overridden), f"{submission.late_submission_penalty:g}",
+                   f"{submission.score - submission.late_submission_penalty:g}"]
+            writer.writerow([csv_cell(cell) for cell in row])
     return changed
+
+
+def _all_submissions(gradebook) -> list:
+    """Every submission of the gradebook with what :func:`export_grades` reads of it, in a fixed
+    number of queries whatever the class size: the scores as columns of the one query, the
+    student, the assignment, the notebooks, their grades and each grade's cell loaded in bulk
+    (nbgrader's defaults would cost several queries per submission)."""
+    from nbgrader.api import Grade, SubmittedAssignment, SubmittedNotebook
+    from sqlalchemy.orm import joinedload, selectinload, undefer
+
+    return gradebook.db.query(SubmittedAssignment).options(
+        undefer(SubmittedAssignment.score), undefer(SubmittedAssignment.max_score),
+        undefer(SubmittedAssignment.late_submission_penalty),
+        joinedload(SubmittedAssignment.student), joinedload(SubmittedAssignment.assignment),
+        selectinload(SubmittedAssignment.notebooks).selectinload(SubmittedNotebook.grades)
+        .joinedload(Grade.cell)).all()
 
 
 HAND_GRADES = "_hand_grades.json"  # in integrity/<student>/<assignment>/: the answers hand grades are for
@@ -577,7 +594,29 @@ def start_run(layout: CourseLayout):
     with grader.gradebook as gradebook:
         for student in sorted({s for _, _, s in work}):
             gradebook.update_or_create_student(student)
+        class_list = [s.id for s in gradebook.students]
+    if work:
+        store_class_keys(layout, grader, class_list)
     return grader, work, refused
+
+
+def store_class_keys(layout: CourseLayout, grader, students: list[str]) -> Path | None:
+    """Work out every student's key once, before the workers start, where the judges read them
+    (``c.JudgeAnswers.class_keys``, under the grader's scratch folder). Only when the course has
+    per-student variants: otherwise there are no classmates' numbers to compare with. Returns the
+    folder, or None when nothing was stored."""
+    from ..grading.judge import course_reference, write_class_keys
+    from ..problems.variants import per_student
+
+    section = grader.config.JudgeAnswers
+    store = section.class_keys if "class_keys" in section else ""
+    data_file = section.data_file if "data_file" in section else None
+    data, _ = course_reference(data_file)
+    if not store or not per_student(data):
+        return None
+    layout.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(layout.scratch, 0o700)
+    return write_class_keys(store, data, students, new_pool=lambda _: worker_pool(default_jobs()))
 
 
 def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed: float, where: str) -> int:

@@ -58,6 +58,8 @@ def configure(c, root: str | os.PathLike) -> None:
     c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
     c.JudgeAnswers.data_file = str(layout.data_file)
+    # the class's keys, worked out once per run by rbtutor.course.grade.start_run
+    c.JudgeAnswers.class_keys = str(layout.scratch / "class_keys")
     c.GraderNotes.source_directory = str(layout.exercises)
     # nbgrader's own feedback (its command, the Formgrader's button) without the grader's notes
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropGraderNotes]

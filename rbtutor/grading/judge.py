@@ -55,8 +55,11 @@ True
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -504,6 +507,125 @@ def _variants_on(data: dict) -> bool:
     return per_student(data)
 
 
+# The classmates' keys, worked out once per run: a student's key costs up to 0.3 s for one problem,
+# so a judge that derived every classmate's key itself would cost each process that much per
+# classmate. write_class_keys runs in the grading process before the workers start and stores the
+# keys of the whole class, one JSON file per problem, in a folder of the grader's scratch folder
+# (private to the grader, hidden from every kernel); JudgeAnswers reads a problem's file once per
+# process. The folder is named by the digest of the course data, so a store never serves other data.
+
+def _encode_value(value):
+    if isinstance(value, str):
+        return {"text": value}
+    array = np.asarray(value, dtype=float)
+    return {"array": array.tolist()} if array.ndim else {"number": float(array)}
+
+
+def _decode_value(stored: dict):
+    if set(stored) == {"text"} and isinstance(stored["text"], str):
+        return stored["text"]
+    if set(stored) == {"array"}:
+        return np.asarray(stored["array"], dtype=float)
+    if set(stored) == {"number"}:
+        return float(stored["number"])
+    raise ValueError(f"expected a stored value with one of 'text', 'array', 'number', got {sorted(stored)}")
+
+
+def _encode_answer(answer: Answer) -> dict:
+    return {"value": _encode_value(answer.value), "unit": answer.unit, "kind": answer.kind,
+            "periodic": answer.periodic, "quaternion": answer.quaternion, "bound": answer.bound,
+            "mistakes": [[code, _encode_value(wrong)] for code, wrong in answer.mistakes]}
+
+
+def _decode_answer(stored: dict) -> Answer:
+    return Answer(value=_decode_value(stored["value"]), unit=stored["unit"], kind=stored["kind"],
+                  periodic=stored["periodic"], quaternion=stored["quaternion"], bound=stored["bound"],
+                  mistakes=tuple((code, _decode_value(wrong)) for code, wrong in stored["mistakes"]))
+
+
+def class_keys_folder(store: str | Path, data: dict) -> Path:
+    """Where the class's keys for ``data`` are kept under ``store``: a folder named by the data's digest."""
+    from ..problems.variants import data_digest
+
+    return Path(store) / data_digest(data)
+
+
+def write_class_keys(store: str | Path, data: dict, students, new_pool=None) -> Path:
+    """Work out the key of every student of ``students`` once and store it for the judges of a run.
+
+    One file per problem, ``<store>/<digest of data>/p<N>.json``, mapping each student to
+    their answers of that problem; folders are made with mode 0700. Students already stored
+    for the same data (an earlier run) are not worked out again. ``new_pool(jobs)``, when given,
+    makes a ``concurrent.futures`` executor that works the keys out in parallel (only made when
+    some are missing). Returns the folder.
+    """
+    folder = class_keys_folder(store, data)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(store, 0o700)
+    os.chmod(folder, 0o700)
+    stored: dict[int, dict] = {}
+    for path in folder.glob("p*.json"):
+        stored[int(path.stem[1:])] = json.loads(path.read_text(encoding="utf-8"))
+    wanted = sorted(set(students))
+    missing = [s for s in wanted if not stored or not all(s in keys for keys in stored.values())]
+    if not missing:
+        return folder
+    if new_pool is None or len(missing) < 2:
+        worked_out = map(_encoded_key, [data] * len(missing), missing)
+        _merge_keys(stored, missing, worked_out)
+    else:
+        with new_pool(None) as pool:
+            _merge_keys(stored, missing, pool.map(_encoded_key, [data] * len(missing), missing, chunksize=8))
+    for problem, keys in stored.items():
+        handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(keys, out)
+        os.replace(temporary, folder / f"p{problem}.json")
+    return folder
+
+
+def _merge_keys(stored: dict[int, dict], students: list[str], keys) -> None:
+    for student, by_problem in zip(students, keys, strict=True):
+        for problem, answers in by_problem.items():
+            stored.setdefault(problem, {})[student] = answers
+
+
+def _encoded_key(data: dict, student: str) -> dict[int, dict]:
+    """One student's whole key, encoded for the store, by problem (runs in a pool's worker)."""
+    from ..problems.variants import student_key
+
+    by_problem: dict[int, dict] = {}
+    for answer_id, answer in student_key(data, student).items():
+        by_problem.setdefault(_problem(answer_id), {})[answer_id] = _encode_answer(answer)
+    return by_problem
+
+
+def _problem(answer_id: str) -> int:
+    from ..problems.variants import problem_of
+
+    return problem_of(answer_id)
+
+
+@lru_cache(maxsize=16)
+def _stored_keys(path: str, modified: int, size: int) -> dict[str, dict]:
+    """The class's answers of one problem, read once per process (and again when the file changes)."""
+    stored = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(stored, dict):
+        raise ValueError(f"expected a mapping of students to answers in {path}, got {type(stored).__name__}")
+    return {student: {answer_id: _decode_answer(answer) for answer_id, answer in answers.items()}
+            for student, answers in stored.items()}
+
+
+def stored_class_keys(store: str | Path, data: dict, problem: int) -> dict[str, dict]:
+    """The stored keys of ``problem`` for every student of the class (empty when none are stored)."""
+    path = class_keys_folder(store, data) / f"p{int(problem)}.json"
+    try:
+        facts = path.stat()
+    except FileNotFoundError:
+        return {}
+    return _stored_keys(str(path), facts.st_mtime_ns, facts.st_size)
+
+
 class JudgeAnswers(Events, NbGraderPreprocessor):
     """Replace the outputs of each hand-in test cell by the grader's verdict.
 
@@ -513,7 +635,9 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
     (``resources["nbgrader"]["student"]``). A failed answer that the key of another
     student of the class (the gradebook's students) or the course's own data (and the
     reference data the book prints) would accept is reported as an integrity event,
-    ``fits_other_student`` or ``fits_reference``, naming whose numbers it fits.
+    ``fits_other_student`` or ``fits_reference``, naming whose numbers it fits. The
+    classmates' keys come from the store ``class_keys`` (:func:`write_class_keys`, once per run);
+    a classmate missing there has their key worked out here.
     """
 
     stage = "judge"
@@ -521,6 +645,8 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
     data_file = Unicode("", help="problem data of a rendered variant (exercises/problem_data.yaml); "
                         "the reference data when empty or when the file does not exist").tag(config=True)
     report_dir = Unicode("", help="folder of the integrity events").tag(config=True)
+    class_keys = Unicode("", help="folder of the class's keys (write_class_keys, before the run); a "
+                         "classmate whose key is not there has it worked out here").tag(config=True)
 
     def preprocess(self, nb, resources):
         # who is graded, and where the class is listed; events of this stage
@@ -570,8 +696,9 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
                 found.append(event("fits_reference", f"{answer_id}: the answer is wrong for this student's "
                                    f"data but right for {whose}", grade_id=answer_id, whose=whose))
                 break
+        stored = stored_class_keys(self.class_keys, data, problem) if self.class_keys else {}
         for classmate in self._classmates_of()[:MAX_CLASS]:
-            other = student_key(data, classmate, [problem])
+            other = stored.get(classmate) or student_key(data, classmate, [problem])
             if answer_id in other and judge(answer_id, submitted, key=other).passed:
                 found.append(event("fits_other_student", f"{answer_id}: the answer is wrong for this student's "
                                    f"data but right for the data of {classmate}", grade_id=answer_id,

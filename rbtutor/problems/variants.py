@@ -341,6 +341,16 @@ def _canonical(data: dict) -> str:
     return json.dumps(data, sort_keys=True, default=float)
 
 
+def data_digest(data: dict) -> str:
+    """A short hex digest of what every student's numbers follow from: the course data and its salt.
+
+    Two course data files with the same digest give every student the same variant, so a
+    store of the class's keys can be named by it (:func:`rbtutor.grading.judge.write_class_keys`).
+    """
+    text = _canonical(problem_data(data)) + "\0" + settings(data)["salt"]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
 @functools.lru_cache(maxsize=1024)
 def _cached_variant(canonical: str, salt: str, student_id: str) -> str:
     return json.dumps(_derive(json.loads(canonical), salt, student_id))

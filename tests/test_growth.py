@@ -1,0 +1,250 @@
+"""Costs that must not grow with the class: the classmates' keys (judge) and the export of grades.
+
+* The keys of the whole class are worked out once per run (``start_run`` ->
+  :func:`rbtutor.grading.judge.write_class_keys`) and read by every judge from the grader's
+  scratch folder; a judge that finds them derives no classmate's key itself, and still names the
+  classmate whose numbers a wrong answer fits.
+* ``export_grades`` reads the gradebook in a fixed number of queries, whatever the number of
+  submissions, and writes the same rows nbgrader's own relationships give.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import stat
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import rbtutor.problems.variants as variants
+from rbtutor.grading import judge as judge_module
+from rbtutor.grading.judge import JudgeAnswers, stored_class_keys, write_class_keys
+from rbtutor.problems.variants import load_course_data, student_key
+
+CLASS = [f"student{k:02d}" for k in range(6)]
+
+
+@pytest.fixture
+def course_data():
+    data = load_course_data(None)
+    return {**data, "variants": {"per_student": True, "salt": "growth"}}
+
+
+def _counting(monkeypatch):
+    calls = []
+    real = variants.student_key
+
+    def counted(data, student_id, problems=None, salt=None):
+        calls.append((student_id, None if problems is None else tuple(problems)))
+        return real(data, student_id, problems, salt)
+
+    monkeypatch.setattr(variants, "student_key", counted)
+    return calls
+
+
+def _judge_for(student: str, store: Path | str) -> JudgeAnswers:
+    judge = JudgeAnswers(class_keys=str(store))
+    judge._student = student
+    judge._classmates = [s for s in CLASS if s != student]  # what the gradebook would list
+    return judge
+
+
+def test_the_stored_keys_are_the_students_own(course_data, tmp_path):
+    folder = write_class_keys(tmp_path / "keys", course_data, CLASS)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "keys").stat().st_mode) == 0o700
+    for problem in (1, 8, 11):
+        stored = stored_class_keys(tmp_path / "keys", course_data, problem)
+        assert sorted(stored) == CLASS
+        for student in CLASS[:2]:
+            own = student_key(course_data, student, [problem])
+            assert sorted(stored[student]) == sorted(own)
+            for answer_id, answer in own.items():
+                back = stored[student][answer_id]
+                assert (back.unit, back.kind, back.periodic, back.quaternion, back.bound) == \
+                    (answer.unit, answer.kind, answer.periodic, answer.quaternion, answer.bound)
+                if answer.kind != "text":
+                    np.testing.assert_array_equal(np.asarray(back.value, dtype=float),
+                                                  np.asarray(answer.value, dtype=float))
+                assert [c for c, _ in back.mistakes] == [c for c, _ in answer.mistakes]
+
+
+def test_class_keys_are_computed_once_per_run_not_per_notebook(course_data, tmp_path, monkeypatch):
+    calls = _counting(monkeypatch)
+    write_class_keys(tmp_path / "keys", course_data, CLASS)
+    assert sorted(s for s, _ in calls) == CLASS, "one key per student of the class, all problems at once"
+    calls.clear()
+    # a later run with one more student works out only the new student's key
+    write_class_keys(tmp_path / "keys", course_data, [*CLASS, "latecomer"])
+    assert [s for s, _ in calls] == ["latecomer"]
+    calls.clear()
+    # a worker process that has never seen the class: nothing cached in memory
+    variants._cached_key.cache_clear()
+    judge_module._stored_keys.cache_clear()
+    wrong = student_key(course_data, "student03", [8])["p8.a.I_x"].value  # student03's number
+    for notebook in range(5):  # five notebooks of student00, each with the same wrong answer
+        found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", wrong, course_data)
+        assert [(e["kind"], e["whose"]) for e in found] == [("fits_other_student", "student03")], notebook
+    assert calls == [], "a judge with the stored keys derives no classmate's key"
+
+
+def test_without_a_store_the_judge_still_names_the_classmate(course_data, tmp_path, monkeypatch):
+    calls = _counting(monkeypatch)
+    variants._cached_key.cache_clear()
+    answer_id = "p11.d.position_P"
+    wrong = student_key(course_data, "student04", [11])[answer_id].value
+    calls.clear()
+    found = _judge_for("student00", tmp_path / "absent")._fits_others(answer_id, wrong, course_data)
+    assert ("fits_other_student", "student04") in [(e["kind"], e["whose"]) for e in found]
+    assert len(calls) == len(CLASS) - 1, "no store: each classmate's key is worked out here"
+
+
+def test_a_store_of_other_data_is_not_used(course_data, tmp_path):
+    write_class_keys(tmp_path / "keys", course_data, CLASS)
+    other = {**course_data, "variants": {"per_student": True, "salt": "another year"}}
+    assert stored_class_keys(tmp_path / "keys", other, 8) == {}
+    wrong = student_key(other, "student02", [8])["p8.a.I_x"].value
+    found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", wrong, other)
+    assert ("fits_other_student", "student02") in [(e["kind"], e["whose"]) for e in found]
+
+
+def test_a_classmate_missing_from_the_store_is_still_checked(course_data, tmp_path):
+    write_class_keys(tmp_path / "keys", course_data, CLASS[:3])
+    wrong = student_key(course_data, "student05", [8])["p8.a.I_x"].value
+    found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", wrong, course_data)
+    assert ("fits_other_student", "student05") in [(e["kind"], e["whose"]) for e in found]
+
+
+def test_a_broken_store_fails_loudly(course_data, tmp_path):
+    folder = write_class_keys(tmp_path / "keys", course_data, CLASS[:2])
+    (folder / "p8.json").write_text('{"student01": {"p8.a.I_x": {"value": {"code": "x"}}}}')
+    judge_module._stored_keys.cache_clear()
+    with pytest.raises((ValueError, KeyError)):
+        stored_class_keys(tmp_path / "keys", course_data, 8)
+
+
+# --------------------------------------------------------------------------- export_grades
+
+def _gradebook(url: str, students: int) -> None:
+    """Two assignments of one notebook, graded: some parts to grade by hand, overrides, late penalties."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url) as gradebook:
+        for name in ("a1", "a2"):
+            gradebook.add_assignment(name)
+            gradebook.add_notebook("nb", name)
+            for c in range(4):
+                gradebook.add_grade_cell(f"c{c}", "nb", name, max_score=2, cell_type="code" if c else "markdown")
+                gradebook.add_solution_cell(f"c{c}", "nb", name)
+        for k in range(students):
+            gradebook.add_student(f"s{k:03d}")
+        for name in ("a1", "a2"):
+            for k in range(students):
+                submission = gradebook.add_submission(name, f"s{k:03d}")
+                for notebook in submission.notebooks:
+                    for j, grade in enumerate(notebook.grades):
+                        if j:
+                            grade.auto_score, grade.needs_manual_grade = float((k + j) % 3), False
+                        if j == 1 and k % 3 == 0:
+                            grade.manual_score = 2.0  # an override in the Formgrader
+                        if j == 0 and k % 2:
+                            grade.manual_score, grade.needs_manual_grade = 1.0, False
+                    notebook.late_submission_penalty = 1.0 if k % 4 == 0 else None
+        gradebook.db.commit()
+
+
+def _rows_by_relationships(url: str) -> list[list[str]]:
+    """The rows the way the former export read them: nbgrader's relationships, one submission at a time."""
+    from nbgrader.api import Gradebook
+
+    rows = []
+    with Gradebook(url) as gradebook:
+        for assignment in sorted(gradebook.assignments, key=lambda a: a.name):
+            for sub in sorted(assignment.submissions, key=lambda s: s.student.id):
+                grades = [g for nb in sub.notebooks for g in nb.grades]
+                pending = sum(1 for g in grades if g.needs_manual_grade)
+                overridden = [f"{g.name} {g.auto_score:g}->{g.manual_score:g}" for g in grades
+                              if g.auto_score is not None and g.manual_score is not None
+                              and g.manual_score != g.auto_score]
+                rows.append([sub.student.id, assignment.name, f"{sub.score:g}", f"{sub.max_score:g}",
+                             f"to grade ({pending})" if pending else "done", "; ".join(overridden),
+                             f"{sub.late_submission_penalty:g}",
+                             f"{sub.score - sub.late_submission_penalty:g}"])
+    return rows
+
+
+def _export(url: str, path: Path) -> tuple[list[list[str]], int]:
+    """Rows of grades.csv written by export_grades, and the number of SQL statements it ran."""
+    from nbgrader.api import Gradebook
+    from sqlalchemy import event
+
+    from rbtutor.course.grade import export_grades
+
+    gradebook = Gradebook(url)
+    statements = []
+    event.listen(gradebook.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    export_grades(SimpleNamespace(gradebook=gradebook), path)
+    with path.open(newline="") as handle:
+        return list(csv.reader(handle))[1:], len(statements)
+
+
+@pytest.fixture
+def venv_on_path(monkeypatch):
+    # a new gradebook runs `alembic`, which lives beside this interpreter
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+
+
+def test_export_grades_writes_what_the_relationships_give(tmp_path, venv_on_path):
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    _gradebook(url, 12)
+    rows, _ = _export(url, tmp_path / "grades.csv")
+    expected = _rows_by_relationships(url)
+    assert len(rows) == 24
+    assert any(r[5] for r in rows) and any(r[4] != "done" for r in rows) and any(r[6] != "0" for r in rows)
+    assert rows == expected
+
+
+def test_export_grades_runs_as_many_queries_for_a_large_class_as_for_a_small_one(tmp_path, venv_on_path):
+    counts = {}
+    for students in (3, 30):
+        url = f"sqlite:///{tmp_path / f'gradebook{students}.db'}"
+        _gradebook(url, students)
+        rows, counts[students] = _export(url, tmp_path / f"grades{students}.csv")
+        assert len(rows) == 2 * students
+    assert counts[3] == counts[30], f"expected the same number of queries, got {counts}"
+
+
+def test_a_pool_stores_the_same_keys_as_one_process(course_data, tmp_path):
+    from rbtutor.course.grade import worker_pool
+
+    serial = write_class_keys(tmp_path / "one", course_data, CLASS)
+    pooled = write_class_keys(tmp_path / "pool", course_data, CLASS, new_pool=lambda _: worker_pool(2))
+    assert sorted(p.name for p in serial.iterdir()) == sorted(p.name for p in pooled.iterdir())
+    for path in serial.iterdir():
+        assert (pooled / path.name).read_text() == path.read_text(), path.name
+
+
+def test_start_run_stores_the_class_keys_where_the_judge_reads_them(course_data, tmp_path, venv_on_path):
+    from rbtutor.course.grade import store_class_keys
+    from rbtutor.course.layout import CourseLayout
+
+    layout = CourseLayout(tmp_path / "course")
+    (tmp_path / "course").mkdir()
+    data_file = tmp_path / "problem_data.yaml"
+    data_file.write_text(variants.to_yaml(course_data))
+    store = layout.scratch / "class_keys"
+    config = SimpleNamespace(JudgeAnswers={"class_keys": str(store), "data_file": str(data_file)})
+    config.JudgeAnswers = _Section(config.JudgeAnswers)
+    folder = store_class_keys(layout, SimpleNamespace(config=config), CLASS[:3])
+    assert folder is not None and folder.parent == store
+    assert stat.S_IMODE(layout.scratch.stat().st_mode) == 0o700
+    assert sorted(stored_class_keys(store, load_course_data(data_file), 8)) == CLASS[:3]
+
+
+class _Section(dict):
+    def __getattr__(self, name):
+        return self[name]
