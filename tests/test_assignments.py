@@ -1,4 +1,4 @@
-"""The ten assignments through real nbgrader: release, fetch, submit, collect, grade, feedback.
+"""The eleven assignments through real nbgrader: release, fetch, submit, collect, grade, feedback.
 
 Everything runs in a scratch copy of the course (nbgrader_config.py and exercises/)
 with its own exchange and gradebook. Students:
