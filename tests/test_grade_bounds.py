@@ -8,6 +8,7 @@ reason, and the others are graded.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -16,23 +17,54 @@ from multiprocessing import get_context
 import pytest
 
 from rbtutor.course import grade
+from rbtutor.grading.time_bound import time_bound
+
+
+class Outer(Exception):
+    pass
+
+
+class Inner(Exception):
+    pass
 
 
 def test_time_bound_interrupts_a_wait():
     """A block that waits far longer than its bound is stopped at the bound."""
     start = time.monotonic()
-    with pytest.raises(grade.SubmissionTimeout, match="longer than 0.2 s"):
-        with grade.time_bound(0.2):
+    with pytest.raises(Inner):
+        with time_bound(0.2, Inner()):
             threading.Event().wait(60)
     assert time.monotonic() - start < 30
 
 
 def test_time_bound_leaves_no_timer_behind():
     """After a block that ended in time, no alarm is left to fire into later code."""
-    import signal
-
-    with grade.time_bound(30):
+    with time_bound(30, Inner()):
         pass
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_an_inner_bound_gives_the_outer_one_back():
+    """A feedback page's bound inside a submission's: once the page is done, the submission's
+    bound still holds (a process has one timer; the inner block must restore the outer's)."""
+    with pytest.raises(Outer):
+        with time_bound(0.3, Outer()):
+            with time_bound(30, Inner()):
+                pass
+            threading.Event().wait(60)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_the_tighter_of_two_nested_bounds_fires():
+    """An inner bound shorter than the outer fires as itself; an outer one that ends first wins."""
+    with pytest.raises(Inner):
+        with time_bound(30, Outer()):
+            with time_bound(0.2, Inner()):
+                threading.Event().wait(60)
+    with pytest.raises(Outer):
+        with time_bound(0.2, Outer()):
+            with time_bound(30, Inner()):
+                threading.Event().wait(60)
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 

@@ -26,20 +26,18 @@ The record a grade is defended with:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from ..grading.report import csv_cell, event, record_events, terminal_text
 from ..grading.student_ids import check_id, id_problem
+from ..grading.time_bound import time_bound
 from .layout import CourseLayout
 from .nbgrader import api, owner_check, share_gradebook_engines
 
@@ -367,43 +365,20 @@ class SubmissionTimeout(Exception):
     """One submission's grading went past its time bound (:data:`SUBMISSION_SECONDS`)."""
 
 
-@contextlib.contextmanager
-def time_bound(seconds: float):
-    """Raise :class:`SubmissionTimeout` in the block once ``seconds`` of wall time have passed.
-
-    A real-time interval timer of the process (``SIGALRM``), so it bounds code that waits as
-    well as code that computes. Signals reach the main thread only: in any other thread (the
-    task threads of a Dask worker) the block is not bounded as a whole, only step by step
-    (the notebook's and the feedback's own limits).
-    """
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum, frame):
-        raise SubmissionTimeout(f"grading it took longer than {seconds:g} s, all steps together")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _autograde_one(job: tuple[str, str, str], seconds: float = SUBMISSION_SECONDS
                    ) -> tuple[str, str, str, float, str | None]:
     """Take in, autograde and make feedback for one submission; runs in a worker process.
 
     Whatever one submission raises (nbgrader's ``MissingEntry``, a broken gradebook row, a
     failed feedback page) is its own result, ``NOT GRADED`` with the reason: it never ends the
-    run. So is a submission that takes longer than ``seconds`` in all (:func:`time_bound`).
+    run. So is a submission that takes longer than ``seconds`` in all
+    (:func:`rbtutor.grading.time_bound.time_bound`; in the main thread only).
     """
     root, assignment, student = job
     start = time.perf_counter()
     try:
-        with time_bound(seconds):
+        with time_bound(seconds, SubmissionTimeout(f"grading it took longer than {seconds:g} s, "
+                                                   "all steps together")):
             summary, problem = _grade_submission(CourseLayout(Path(root)), assignment, student)
     except Exception as exc:  # one submission never ends the run: whatever it raised is its reason
         summary, problem = "NOT GRADED", f"{type(exc).__name__}: {exc}"

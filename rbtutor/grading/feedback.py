@@ -43,12 +43,9 @@ import binascii
 import html
 import os
 import re
-import signal
 import stat
-import threading
 import time
 from collections import Counter
-from contextlib import contextmanager
 from functools import lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
@@ -59,6 +56,7 @@ from markdown_it import MarkdownIt
 from traitlets import Unicode
 
 from .protocol import HAND_IN
+from .time_bound import time_bound
 
 __all__ = [
     "math_to_mathml",
@@ -901,27 +899,7 @@ def _scores_table(rows: list[tuple[str, str, str]]) -> str:
 
 
 class FeedbackTimeLimit(Exception):
-    """Rendering one feedback page went over its hard time limit (:func:`time_bound`)."""
-
-
-@contextmanager
-def time_bound(seconds: float):
-    """Raise :class:`FeedbackTimeLimit` in the block once ``seconds`` have passed (SIGALRM, so only
-    in the main thread; elsewhere the block is bounded only by render_feedback's own checks)."""
-    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
-        yield
-        return
-
-    def expire(_signum, _frame):
-        raise FeedbackTimeLimit(f"rendering took more than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    """Rendering one feedback page went over its hard time limit."""
 
 
 def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = None,
@@ -1068,7 +1046,8 @@ def render_bounded(nb, scores: dict, *, title: str, time_limit: float = PAGE_TIM
     (empty when it was not). Past the hard limit the page holds the title and the scores only."""
     cuts: list[str] = []
     try:
-        with time_bound(time_limit * HARD_TIME_FACTOR):
+        hard = time_limit * HARD_TIME_FACTOR
+        with time_bound(hard, FeedbackTimeLimit(f"rendering took more than {hard:g} s")):
             page = render_feedback(nb, scores, title=title, time_limit=time_limit, max_bytes=max_bytes, cuts=cuts)
     except FeedbackTimeLimit as exc:
         cuts.append(f"every cell left out: {exc}")
