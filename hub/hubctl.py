@@ -258,7 +258,14 @@ def usable_constraints(python: Path, *requirements: str) -> Path:
     """
     import re
 
-    lines = (CHECKOUT / "constraints.txt").read_text().splitlines()
+    # pins an earlier call dropped for this interpreter's version: with such a pin in place pip
+    # may give up with resolution-too-deep instead of naming the pin it cannot install
+    version = subprocess.run([str(python), "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    dropped_file = PREFIX / f"dropped-pins-{version}.txt"
+    dropped = set(dropped_file.read_text().split()) if dropped_file.exists() else set()
+    lines = [line for line in (CHECKOUT / "constraints.txt").read_text().splitlines()
+             if line.split("==")[0].lower() not in dropped]
     target = PREFIX / f"constraints-{Path(python).parent.parent.name}.txt"
     for _ in range(10):
         target.write_text("\n".join(lines) + "\n")
@@ -272,6 +279,8 @@ def usable_constraints(python: Path, *requirements: str) -> Path:
         name = refused.group(1).lower()
         say(f"pin of {name} dropped: {python} cannot install the pinned version")
         lines = [line for line in lines if line.split("==")[0].lower() != name]
+        dropped.add(name)
+        dropped_file.write_text("\n".join(sorted(dropped)) + "\n")
     raise HubError("too many pins this interpreter cannot install; use a newer python3")
 
 
