@@ -340,19 +340,24 @@ def install_fetch_client(venv: Path) -> None:
     os.chmod(target, 0o644)
 
 
+def pip_environment(venv: Path, packages: tuple[str, ...], what: str, python: str | None = None) -> None:
+    """``packages`` in the environment ``venv``, pinned by constraints.txt, made anew when they or the pins change."""
+    constraints = CHECKOUT / "constraints.txt"
+    stamp_file = venv / ".rbtutor-stamp"
+    wanted = _stamp(constraints) + " ".join(packages)
+    if stamp_file.exists() and stamp_file.read_text() == wanted:
+        return
+    say(f"installing {what} into {venv}")
+    run(python or base_python(), "-m", "venv", venv)
+    pip = [venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+    run(*pip, "-c", constraints, "pip")
+    run(*pip, "-c", usable_constraints(venv / "bin" / "python", *packages), *packages)
+    stamp_file.write_text(wanted)
+
+
 def ensure_student_env(python: str | None = None) -> None:
     """The students' servers: JupyterHub's single-user server, JupyterLab and nbgrader, without rbtutor."""
-    constraints = CHECKOUT / "constraints.txt"
-    stamp_file = STUDENT_VENV / ".rbtutor-stamp"
-    wanted = _stamp(constraints) + " ".join(STUDENT_SERVER_PACKAGES)
-    if not stamp_file.exists() or stamp_file.read_text() != wanted:
-        say(f"installing the students' server environment into {STUDENT_VENV}")
-        run(python or base_python(), "-m", "venv", STUDENT_VENV)
-        pip = [STUDENT_VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install"]
-        run(*pip, "-c", constraints, "pip")
-        run(*pip, "-c", usable_constraints(STUDENT_VENV / "bin" / "python", *STUDENT_SERVER_PACKAGES),
-            *STUDENT_SERVER_PACKAGES)
-        stamp_file.write_text(wanted)
+    pip_environment(STUDENT_VENV, STUDENT_SERVER_PACKAGES, "the students' server environment", python)
     install_fetch_client(STUDENT_VENV)
     # the course's wording of nbgrader's Validate dialog (a prebuilt JupyterLab extension, no Python)
     target = STUDENT_VENV / "share" / "jupyter" / "labextensions" / "rbtutor-validate"
@@ -366,17 +371,7 @@ def ensure_student_env(python: str | None = None) -> None:
 
 def ensure_kernel(python: str | None = None) -> None:
     """The students' kernel: its own small environment without rbtutor, as kernelspec ``python3``."""
-    constraints = CHECKOUT / "constraints.txt"
-    stamp_file = KERNEL_VENV / ".rbtutor-stamp"
-    wanted = _stamp(constraints) + " ".join(STUDENT_KERNEL_PACKAGES)
-    if not stamp_file.exists() or stamp_file.read_text() != wanted:
-        say(f"installing the students' kernel into {KERNEL_VENV}")
-        run(python or base_python(), "-m", "venv", KERNEL_VENV)
-        pip = [KERNEL_VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install"]
-        run(*pip, "-c", constraints, "pip")
-        run(*pip, "-c", usable_constraints(KERNEL_VENV / "bin" / "python", *STUDENT_KERNEL_PACKAGES),
-            *STUDENT_KERNEL_PACKAGES)
-        stamp_file.write_text(wanted)
+    pip_environment(KERNEL_VENV, STUDENT_KERNEL_PACKAGES, "the students' kernel", python)
     spec_dir = SHARE / "kernels" / "python3"
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {"argv": [str(KERNEL_VENV / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
