@@ -1,79 +1,38 @@
-"""Step: instant checks. A JupyterHub service that judges one answer while the student works.
+"""Step: instant checks, the judging core. One answer of one student judged, without a web server.
 
-The service runs beside the hub (``python -m rbtutor.course.checks``, started by the hub
-as a managed service named :data:`SERVICE_NAME`) and answers at
-``/services/rbtutor-check/``:
+Everything here is plain Python (no tornado, no JupyterHub): :mod:`.service` wraps it in
+the hub service, :mod:`.stats` reads the log it writes.
 
-``POST api/check``
-    Body ``{"id": "p3.b.K", "value": ...}``, authenticated with the student's own hub
-    token (``Authorization: token ...``; the notebook's ``check()`` sends the kernel's
-    ``JUPYTERHUB_API_TOKEN``). The student is whoever the hub says owns that token:
-    nothing in the body, the notebook or the kernel's environment names the student.
-    The value is judged by :func:`rbtutor.grading.judge.judge` against that student's
-    own key (:func:`rbtutor.problems.variants.student_key` when the course data switches
-    variants on, the course key otherwise). The reply is
-    ``{"passed", "message", "diagnosis", "checks_left"}``; before it is sent, the message
-    is searched for the reference value in the formats the key is printed in, and the
-    service refuses to answer (HTTP 500) if it is found.
-``GET stats``
-    For members of the instructors' group only: per answer id, the number of checks and
-    of passes, the diagnoses counted, and who is stuck (at least ``stuck_after`` failed
-    checks and no pass); an HTML page, or CSV with ``?format=csv``.
-
-Limits and the exam switch come from ``exercises/checks.yaml`` in the course folder
-(see :func:`read_settings`): by default 10 checks an hour per student and answer id,
-so that the value cannot be found by bisection. Every attempt, refused ones included,
-is appended to ``checks/attempts.jsonl`` in the course folder (time, student, id,
-passed, diagnosis, and the submitted value for the instructor); the counts for the
-limit are rebuilt from that file when the service starts, so a restart does not
-reset them.
-
-Every request that is not judged gets a 4xx reply whose JSON body ``{"error": ...}``
-says why, never a 500 (the checks are in :meth:`CheckHandler.post` and :func:`parse_request`):
-
-====== =====================================================================================
-status when
-====== =====================================================================================
-401    no hub token (header ``Authorization: token ...`` or the service's OAuth cookie), or
-       a token the hub does not know
-403    a token of a service rather than a user; a browser request authenticated by cookie
-       without the ``_xsrf`` value; a hub account whose name is reserved for the course
-       (:mod:`rbtutor.grading.student_ids`, e.g. ``reference``); checks switched off
-413    a body over :data:`MAX_BODY` bytes
-415    a ``Content-Type`` other than ``application/json``
-400    not UTF-8, not JSON, too deeply nested, NaN or infinity (also ``1e999``), not an object
-       ``{"id", "value"}`` and nothing else, an id that is not text, a value that is not a
-       number or a nested list of numbers (or not a short text, for a text answer)
-404    an answer id that is not in the key
-429    more checks of this answer id than the limit allows
-====== =====================================================================================
-
-The body of a request up to :data:`DRAIN_LIMIT` bytes is read to its end before any
-status is sent, so a proxy in front of the service (the hub's) always hands the reply
-on; a longer body announced by ``Content-Length`` is refused at once and the connection
-closed, which a proxy may report as its own 502 or 503.
-
-A reply to a judged request never says how far off a value is: it names a recognised
-mistake or says the value is not accepted (see :mod:`rbtutor.grading.judge`).
-
-Configuration comes from the environment the hub gives the service:
-``RBTUTOR_COURSE`` (the course folder), ``RBTUTOR_INSTRUCTOR_GROUP`` (default
-``formgrade-rbtutor``) and JupyterHub's own ``JUPYTERHUB_*`` variables.
+* Settings: limits and the exam switch come from ``exercises/checks.yaml`` in the course
+  folder (:func:`read_settings`): by default 10 checks an hour per student and answer id,
+  so that the value cannot be found by bisection.
+* Request parsing (:func:`parse_request`): the body ``{"id": "p3.b.K", "value": ...}``,
+  or :class:`CheckRefused` with the HTTP status and the reason.
+* The attempt log (:class:`AttemptLog`): every attempt, refused ones included, is
+  appended to ``checks/attempts.jsonl`` in the course folder (time, student, id, passed,
+  diagnosis, and the submitted value for the instructor); the counts for the limit are
+  rebuilt from that file when the service starts, so a restart does not reset them.
+* Judging (:meth:`CheckCore.check`): the value is judged by
+  :func:`rbtutor.grading.judge.judge` against that student's own key
+  (:func:`rbtutor.problems.variants.student_key` when the course data switches variants
+  on, the course key otherwise). The reply is ``{"passed", "message", "diagnosis",
+  "checks_left"}``.
+* No value in a reply (:func:`printed_forms`, :func:`reveals`): before a reply is sent,
+  the message is searched for the reference value in the formats the key is printed in,
+  and the request is refused (HTTP 500) if it is found. A reply never says how far off
+  a value is: it names a recognised mistake or says the value is not accepted (see
+  :mod:`rbtutor.grading.judge`).
 """
 
 from __future__ import annotations
 
 import functools
-import html
-import io
 import json
 import math
-import os
 import re
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -150,7 +109,7 @@ def read_settings(course: Path) -> dict:
     ValueError
         For an unknown key or a value of the wrong type (a typo must not switch limits off).
     """
-    from ..problems import read_yaml
+    from ...problems import read_yaml
 
     path = Path(course) / SETTINGS_FILE
     raw = read_yaml(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -174,7 +133,7 @@ def read_settings(course: Path) -> dict:
 
 def assignment_of(answer_id: str) -> str:
     """The assignment an answer id belongs to (``"p3.b.K"`` -> ``"problem03"``)."""
-    from ..problems.variants import problem_of
+    from ...problems.variants import problem_of
 
     return f"problem{problem_of(answer_id):02d}"
 
@@ -361,7 +320,7 @@ class CheckCore:
         return self._settings
 
     def data(self) -> dict:
-        from ..problems.variants import load_course_data
+        from ...problems.variants import load_course_data
 
         path = self.course / "exercises" / "problem_data.yaml"
         stamp = self._stamp(path)
@@ -372,7 +331,7 @@ class CheckCore:
 
     def key_for(self, student: str, answer_id: str):
         """``(data, key)`` of ``student`` for the problem of ``answer_id`` (cached per student and problem)."""
-        from ..problems.variants import per_student, problem_of, student_key
+        from ...problems.variants import per_student, problem_of, student_key
 
         data = self.data()
         # without per-student variants everyone is judged against the course's own numbers
@@ -395,8 +354,8 @@ class CheckCore:
         the student no more than the published key does: the window is the pass window of the
         course's own key.
         """
-        from ..grading.judge import MESSAGES, Verdict, judge
-        from ..problems.variants import per_student, problem_of, student_key
+        from ...grading.judge import MESSAGES, Verdict, judge
+        from ...problems.variants import per_student, problem_of, student_key
 
         data = self.data()
         if verdict.diagnosis != "wrong_value" or not per_student(data):
@@ -420,8 +379,8 @@ class CheckCore:
         CheckRefused
             With the HTTP status and the reason, for anything not judged.
         """
-        from ..grading.judge import judge
-        from ..grading.student_ids import id_problem
+        from ...grading.judge import judge
+        from ...grading.student_ids import id_problem
 
         problem = id_problem(student)
         if problem is not None:
@@ -466,245 +425,3 @@ class CheckCore:
         return {"passed": verdict.passed, "message": verdict.message, "diagnosis": verdict.diagnosis,
                 "checks_left": max(0, limits["per_hour"] - len(recent) - 1)}
 
-
-# --------------------------------------------------------------------------- statistics
-
-
-@dataclass
-class PartStats:
-    """The attempts on one answer id."""
-
-    answer_id: str
-    checks: int = 0
-    passes: int = 0
-    refused: int = 0
-    diagnoses: dict | None = None
-    stuck: list | None = None
-
-
-def statistics(records: list[dict], stuck_after: int = STUCK_AFTER) -> list[PartStats]:
-    """Per answer id: checks, passes, diagnoses counted and stuck students, the most checked first."""
-    parts: dict[str, PartStats] = {}
-    failed: dict[tuple[str, str], int] = defaultdict(int)
-    passed: set[tuple[str, str]] = set()
-    for record in records:
-        part = parts.setdefault(record["id"], PartStats(record["id"], diagnoses={}, stuck=[]))
-        if record.get("refused") in ("limit", "disabled"):
-            part.refused += 1
-            continue
-        part.checks += 1
-        if record.get("passed"):
-            part.passes += 1
-            passed.add((record["student"], record["id"]))
-        else:
-            failed[(record["student"], record["id"])] += 1
-            code = record.get("diagnosis") or "wrong_value"
-            part.diagnoses[code] = part.diagnoses.get(code, 0) + 1
-    for (student, answer_id), count in sorted(failed.items()):
-        if count >= stuck_after and (student, answer_id) not in passed:
-            parts[answer_id].stuck.append(student)
-    return sorted(parts.values(), key=lambda p: (-p.checks, p.answer_id))
-
-
-def _diagnoses_text(part: PartStats) -> str:
-    return "; ".join(f"{code}: {n}" for code, n in sorted(part.diagnoses.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def statistics_csv(parts: list[PartStats]) -> str:
-    import csv
-
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["id", "checks", "passes", "refused", "diagnoses", "stuck"])
-    for p in parts:
-        writer.writerow([p.answer_id, p.checks, p.passes, p.refused, _diagnoses_text(p), " ".join(p.stuck)])
-    return out.getvalue()
-
-
-def statistics_html(parts: list[PartStats], stuck_after: int) -> str:
-    rows = "\n".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in
-                         (p.answer_id, p.checks, p.passes, p.refused, _diagnoses_text(p), ", ".join(p.stuck)))
-        + "</tr>" for p in parts)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Answer checks: statistics</title>
-<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #999;padding:.3em .6em;text-align:left}}</style></head>
-<body><main><h1>Answer checks</h1>
-<p>Per part, the most checked first: checks judged, passes, checks refused (limit or switched off),
-the mistakes diagnosed, and the students stuck there ({stuck_after} or more failed checks and no pass).
-<a href="?format=csv">CSV</a></p>
-<table><thead><tr><th scope="col">part</th><th scope="col">checks</th><th scope="col">passes</th>
-<th scope="col">refused</th><th scope="col">diagnoses</th><th scope="col">stuck</th></tr></thead>
-<tbody>
-{rows}
-</tbody></table></main></body></html>
-"""
-
-
-# --------------------------------------------------------------------------- the web service
-
-
-def service_entry(course, python: str, url: str = "http://127.0.0.1:10101", user: str | None = None,
-                  instructor_group: str = INSTRUCTOR_GROUP) -> tuple[dict, list[dict]]:
-    """The hub configuration of the service: ``(service, roles)`` for ``c.JupyterHub.services`` and
-    ``c.JupyterHub.load_roles``.
-
-    The service's own role may read user names and the instructors' group (to decide who
-    sees the statistics); the course's users get a role that lets them reach the service.
-    """
-    service = {"name": SERVICE_NAME, "url": url, "command": [python, "-m", "rbtutor.course.checks"],
-               "environment": {"RBTUTOR_COURSE": str(course), "RBTUTOR_INSTRUCTOR_GROUP": instructor_group},
-               "oauth_no_confirm": True}
-    if user:
-        service["user"] = user
-    roles = [{"name": f"{SERVICE_NAME}-service", "services": [SERVICE_NAME],
-              "scopes": ["read:users:name", f"read:groups!group={instructor_group}"]},
-             {"name": f"{SERVICE_NAME}-user", "scopes": [f"access:services!service={SERVICE_NAME}"]}]
-    return service, roles
-
-
-def make_app(core: CheckCore, prefix: str, instructor_group: str = INSTRUCTOR_GROUP):
-    """The tornado application of the service under ``prefix`` (``/services/rbtutor-check/``)."""
-    import secrets
-
-    from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
-    from jupyterhub.utils import url_path_join
-    from tornado import web
-
-    auth = HubOAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)
-    groups_cache: dict = {}
-
-    class Base(HubOAuthenticated, web.RequestHandler):
-        def initialize(self):
-            self.hub_auth = auth
-
-        def get_login_url(self):
-            if self.request.method != "GET" or self.request.path.rstrip("/").endswith("api/check"):
-                raise web.HTTPError(401, "a hub token is needed (Authorization: token ...)")
-            return super().get_login_url()
-
-        def write_error(self, status_code, **kwargs):
-            exc = kwargs.get("exc_info", (None, None))[1]
-            message = getattr(exc, "log_message", None) or self._reason
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"error": message}))
-
-    @web.stream_request_body
-    class CheckHandler(Base):
-        """``POST api/check``: the body is read to its end (up to DRAIN_LIMIT), then every test is made.
-
-        Refusing before the body has arrived would close the connection under a proxy that is
-        still sending it, and the client would see the proxy's 502/503 instead of the reason.
-        """
-
-        def prepare(self):
-            self._chunks, self._size = [], 0
-            length = self.request.headers.get("Content-Length", "0")
-            if length.isdigit() and int(length) > DRAIN_LIMIT:
-                raise web.HTTPError(413, f"the request is larger than {MAX_BODY // 1024} kB")
-
-        def check_xsrf_cookie(self):
-            # tornado calls this before the body is read; the test is made in _user() afterwards
-            return None
-
-        def data_received(self, chunk):
-            self._size += len(chunk)
-            if self._size > DRAIN_LIMIT:
-                raise web.HTTPError(413, f"the request is larger than {MAX_BODY // 1024} kB")
-            if self._size <= MAX_BODY:
-                self._chunks.append(chunk)
-
-        def _user(self) -> dict:
-            """The hub user the request comes from, or HTTPError 401/403 saying why not."""
-            user = self.current_user  # from the Authorization header's token, else the OAuth cookie
-            if not user:
-                raise web.HTTPError(401, "a hub token of a course user is needed (Authorization: token ...)")
-            if not getattr(self, "_token_authenticated", False):
-                # a browser's request authenticated by the cookie: it must carry the _xsrf value
-                HubOAuthenticated.check_xsrf_cookie(self)
-            if user.get("kind", "user") != "user":
-                raise web.HTTPError(403, "only users' tokens can check answers")
-            return user
-
-        async def post(self):
-            user = self._user()
-            if self._size > MAX_BODY:
-                raise web.HTTPError(413, f"the request is larger than {MAX_BODY // 1024} kB")
-            media = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            if media != "application/json":
-                raise web.HTTPError(415, f"expected Content-Type application/json, got {media[:60] or 'none'!r}")
-            try:
-                reply = core.check(user["name"], b"".join(self._chunks))
-            except CheckRefused as refused:
-                raise web.HTTPError(refused.status, refused.message) from None
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps(reply))
-
-    class StatsHandler(Base):
-        async def _instructors(self) -> set[str]:
-            cached = groups_cache.get("at")
-            if cached is None or time.monotonic() - cached > 30:
-                model = await auth._api_request("GET", url_path_join(auth.api_url, "groups", instructor_group))
-                groups_cache.update(at=time.monotonic(), names=set((model or {}).get("users", [])))
-            return groups_cache["names"]
-
-        @web.authenticated
-        async def get(self):
-            if self.current_user["name"] not in await self._instructors():
-                raise web.HTTPError(403, f"the statistics are for the group {instructor_group} only")
-            try:
-                stuck_after = core.settings()["stuck_after"]
-            except CheckRefused:
-                stuck_after = STUCK_AFTER
-            parts = statistics(core.log.records(), stuck_after)
-            if self.get_argument("format", "html") == "csv":
-                self.set_header("Content-Type", "text/csv; charset=utf-8")
-                self.set_header("Content-Disposition", 'attachment; filename="checks.csv"')
-                self.finish(statistics_csv(parts))
-            else:
-                self.set_header("Content-Type", "text/html; charset=utf-8")
-                self.finish(statistics_html(parts, stuck_after))
-
-    class IndexHandler(web.RequestHandler):
-        def get(self):
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"service": SERVICE_NAME, "check": url_path_join(prefix, "api/check"),
-                                    "stats": url_path_join(prefix, "stats")}))
-
-    return web.Application([
-        (prefix, IndexHandler),
-        (url_path_join(prefix, "api/check"), CheckHandler),
-        (url_path_join(prefix, "stats"), StatsHandler),
-        (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
-    ], cookie_secret=secrets.token_bytes(32), xsrf_cookies=True)
-
-
-def main() -> int:
-    """Run the service with the configuration the hub passes in the environment."""
-    import asyncio
-    from urllib.parse import urlparse
-
-    from tornado.httpserver import HTTPServer
-
-    course = os.environ.get("RBTUTOR_COURSE")
-    if not course or not Path(course).is_dir():
-        raise SystemExit(f"rbtutor-check: RBTUTOR_COURSE must name the course folder, got {course!r}")
-    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
-    bind = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
-    core = CheckCore(course)
-    core.settings()  # a broken checks.yaml is said at start-up, in the hub's log
-    app = make_app(core, prefix, os.environ.get("RBTUTOR_INSTRUCTOR_GROUP", INSTRUCTOR_GROUP))
-
-    async def serve():
-        server = HTTPServer(app, xheaders=True)
-        server.listen(bind.port or 80, bind.hostname or "127.0.0.1")
-        print(f"rbtutor-check: serving {prefix} on {bind.geturl()} for {course}", flush=True)
-        await asyncio.Event().wait()
-
-    asyncio.run(serve())
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
