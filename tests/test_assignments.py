@@ -395,7 +395,7 @@ def test_blank_release_fails_validate_with_hints(graded, name):
 def test_grader_sees_model_answer_and_rubric_students_do_not(graded):
     """In the notebook the Formgrader shows, each written part is followed by the grader's note (model
     answer and rubric from the source); no feedback page, in the course or fetched, has one."""
-    from rbtutor.grading.feedback import is_grader_note
+    from rbtutor.grading.grader_notes import is_grader_note
 
     course, home, _ = graded
     notes = 0

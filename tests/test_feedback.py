@@ -23,14 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from rbtutor.grading import feedback
-from rbtutor.grading.feedback import (
-    math_to_mathml,
-    prerender_math,
-    render_feedback,
-    sanitize_notebook,
-    write_feedback,
-)
+from rbtutor.grading import grader_notes, mathml
+from rbtutor.grading.feedback import render_feedback, write_feedback
+from rbtutor.grading.mathml import math_to_mathml, prerender_math
+from rbtutor.grading.sanitize import sanitize_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every payload sets this marker (or the title) if it ever runs.
@@ -392,7 +388,7 @@ def test_every_formula_of_the_course_converts():
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             if cell.cell_type == "markdown":
-                _, formulas = feedback._scan_math(cell.source)
+                _, formulas = mathml._scan_math(cell.source)
                 failed += [f"{path.name}: {f}" for f in formulas if not f.startswith("<math")]
     assert not failed, failed[:10]
 
@@ -561,7 +557,7 @@ def test_write_feedback_refuses_links_and_special_files(tmp_path):
 
 def test_the_grading_preprocessor_sanitises_and_reports():
     """SanitizeNotebook (after SaveAutoGrades in the course's nbgrader config) stores the events."""
-    from rbtutor.grading.feedback import SanitizeNotebook
+    from rbtutor.grading.sanitize import SanitizeNotebook
 
     nb = hostile_notebook()
     nb, resources = SanitizeNotebook().preprocess(nb, {})
@@ -584,8 +580,8 @@ def written_part(text: str):
 def test_solution_text_is_the_region_between_the_markers():
     source = ("Intro.\n### BEGIN SOLUTION\n**Model answer.** $K = -m z_G u r$.\n\n**Rubric.** 1: sign.\n"
               "### END SOLUTION\n")
-    assert feedback.solution_text(source) == "**Model answer.** $K = -m z_G u r$.\n\n**Rubric.** 1: sign."
-    assert feedback.solution_text("A cell that is all solution.\n") == "A cell that is all solution."
+    assert grader_notes.solution_text(source) == "**Model answer.** $K = -m z_G u r$.\n\n**Rubric.** 1: sign."
+    assert grader_notes.solution_text("A cell that is all solution.\n") == "A cell that is all solution."
 
 
 def test_grader_notes_follow_written_parts_and_never_reach_feedback(tmp_path):
@@ -596,9 +592,9 @@ def test_grader_notes_follow_written_parts_and_never_reach_feedback(tmp_path):
     nbformat.write(new_notebook(cells=[new_markdown_cell("Question"), written_part(model)]),
                    source_dir / "problem03" / "problem03.ipynb")
     student = new_notebook(cells=[new_markdown_cell("Question"), written_part("My answer: K is negative.")])
-    step = feedback.GraderNotes(source_directory=str(source_dir))
+    step = grader_notes.GraderNotes(source_directory=str(source_dir))
     nb, _ = step.preprocess(student, {"nbgrader": {"assignment": "problem03", "notebook": "problem03"}})
-    assert [feedback.is_grader_note(c) for c in nb.cells] == [False, False, True]
+    assert [grader_notes.is_grader_note(c) for c in nb.cells] == [False, False, True]
     note = nb.cells[2].source
     assert "For the grader, p3_a_derivation" in note and "SECRET-MODEL" in note and "Rubric (2 points)" in note
     assert "<math" in note and "BEGIN SOLUTION" not in note  # math as MathML, markers left out
@@ -619,8 +615,8 @@ def test_a_student_cannot_pass_a_cell_off_as_a_grader_note(tmp_path):
     sanitize_notebook(student)
     prerender_math(student)
     assert "style=" not in student.cells[0].source  # the sanitiser took the frame away
-    nb, _ = feedback.GraderNotes(source_directory=str(source_dir)).preprocess(
+    nb, _ = grader_notes.GraderNotes(source_directory=str(source_dir)).preprocess(
         student, {"nbgrader": {"assignment": "problem03", "notebook": "problem03"}})
-    assert [feedback.is_grader_note(c) for c in nb.cells] == [False, True]  # only the real note
+    assert [grader_notes.is_grader_note(c) for c in nb.cells] == [False, True]  # only the real note
     page = render_feedback(nb, {"p3_a_derivation": (None, 2, None)}, title="t")
     assert "full marks" in page  # the student's own cell stays in their feedback

@@ -19,7 +19,9 @@ import pytest
 from conftest import ARTIFACTS, headless_chromium
 from test_feedback import HOSTILE_HTML, SCORES, formgrader_page, hostile_notebook
 
-from rbtutor.grading.feedback import prerender_math, render_feedback, sanitize_notebook, write_feedback
+from rbtutor.grading.feedback import render_feedback, write_feedback
+from rbtutor.grading.mathml import prerender_math
+from rbtutor.grading.sanitize import sanitize_notebook
 
 TITLE = "problem03: feedback for s01"
 PHONE_WIDTH = 390

@@ -41,10 +41,11 @@ def configure(c, root: str | os.PathLike) -> None:
 
     from ..grading import sandbox
     from ..grading.execute import BoundedExecute
-    from ..grading.feedback import DropGraderNotes, GraderNotes, SanitizeNotebook
+    from ..grading.grader_notes import DropGraderNotes, GraderNotes
     from ..grading.judge import JudgeAnswers
     from ..grading.outputs import CapOutput
     from ..grading.restore import CheckMetadata, RestoreCells
+    from ..grading.sanitize import SanitizeNotebook
     from ..grading.scan import ScanSubmission
 
     layout = CourseLayout(Path(root))

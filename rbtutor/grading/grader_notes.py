@@ -1,0 +1,126 @@
+"""Step: feedback, for the grader only. The model answer and rubric beside each part graded by hand.
+
+:class:`GraderNotes` runs in the grading process after :class:`~.sanitize.SanitizeNotebook`
+and puts, after each part graded by hand, a cell from the instructor's source notebook with
+what lies between its solution markers (:func:`solution_text`, :func:`grader_note`), so the
+Formgrader shows it. :func:`is_grader_note` tells such a cell; :func:`~.feedback.render_feedback`
+and :class:`DropGraderNotes` (for nbgrader's own feedback) leave it out of every page a
+student sees.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+
+from .mathml import _source, prerender_math
+
+__all__ = ["GRADER_NOTE", "DropGraderNotes", "GraderNotes", "grader_note", "is_grader_note", "solution_text"]
+
+#: ``cell.metadata.rbtutor.grader_note``: a cell for the grader only (model answer and rubric), never
+#: on a feedback page
+GRADER_NOTE = "grader_note"
+# The note's frame: an inline style, which the sanitiser removes from anything a student wrote, so
+# that a student's cell cannot pass itself off as the grader's note.
+_NOTE_FRAME = ('<div class="rbtutor-grader-note" role="note" aria-label="For the grader" style="border-left: '
+               '6px solid #9a4d00; background: #fff3e0; padding: 0.3em 1em; margin: 0.4em 0 1em">{}</div>')
+
+
+def solution_text(source: str) -> str:
+    """What the instructor wrote between ``BEGIN SOLUTION`` and ``END SOLUTION`` (the whole cell
+    when it has no such markers, as nbgrader then hides the whole cell from students)."""
+    kept, inside, marked = [], False, False
+    for line in source.splitlines():
+        if "BEGIN SOLUTION" in line:
+            inside = marked = True
+        elif "END SOLUTION" in line:
+            inside = False
+        elif inside:
+            kept.append(line)
+    return "\n".join(kept).strip() if marked else source.strip()
+
+
+def grader_note(cell, grade_id: str, language: str = "python"):
+    """A cell that shows the grader the source ``cell``'s solution region (for a written part: the
+    model answer and the rubric): sanitised HTML with MathML in an inline-styled frame, marked
+    ``metadata.rbtutor.grader_note`` so that feedback pages leave it out."""
+    from nbformat.v4 import new_markdown_cell
+
+    html_source = _note_html(_source(cell), cell.get("cell_type"), grade_id, language)
+    return new_markdown_cell(html_source, metadata={"rbtutor": {GRADER_NOTE: True}})
+
+
+@lru_cache(maxsize=512)
+def _note_html(source: str, kind: str, grade_id: str, language: str) -> str:
+    """The note's HTML, made once per source cell (every student's notebook gets the same)."""
+    from nbformat.v4 import new_markdown_cell, new_notebook
+
+    text = solution_text(source)
+    if kind == "code":
+        text = f"```{language}\n{text}\n```"
+    note = new_markdown_cell(f"**For the grader, {grade_id}** (from the source notebook; students do not "
+                             f"see this):\n\n{text}")
+    prerender_math(new_notebook(cells=[note]))
+    return _NOTE_FRAME.format(note.source)
+
+
+def is_grader_note(cell) -> bool:
+    meta = cell.get("metadata", {}).get("rbtutor")
+    return isinstance(meta, dict) and meta.get(GRADER_NOTE) is True
+
+
+class GraderNotes(NbGraderPreprocessor):
+    """The model answer and rubric in view where a part is graded by hand (the Formgrader).
+
+    Placed after :class:`SanitizeNotebook`: after each part graded by hand (a cell nbgrader marks
+    both solution and graded, such as a written answer), a cell from the instructor's source
+    notebook ``<source_directory>/<assignment>/<notebook>.ipynb`` with what lies between its
+    solution markers (:func:`grader_note`). A marker a student put on a cell of theirs is removed
+    first, so only these notes carry it. The notebook stored in ``autograded/`` holds them;
+    :func:`render_feedback` leaves them out of every feedback page.
+    """
+
+    source_directory = Unicode("", help="the instructor's source folder (CourseDirectory's "
+                               "source_directory under its root); empty: no notes").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        import nbformat
+
+        for cell in nb.cells:  # the submission's own cells: never notes, whatever their metadata says
+            meta = cell.get("metadata", {}).get("rbtutor")
+            if isinstance(meta, dict):
+                meta.pop(GRADER_NOTE, None)
+        if not self.source_directory:
+            return nb, resources
+        info = resources.get("nbgrader", {})
+        path = Path(self.source_directory) / str(info.get("assignment")) / f"{info.get('notebook')}.ipynb"
+        if not path.is_file():
+            return nb, resources
+        source = {_nbgrader(c).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells
+                  if _nbgrader(c).get("grade_id")}
+        cells = []
+        for cell in nb.cells:
+            cells.append(cell)
+            meta = _nbgrader(cell)
+            original = source.get(meta.get("grade_id"))
+            if meta.get("grade") and meta.get("solution") and original is not None:
+                cells.append(grader_note(original, meta["grade_id"]))
+        nb.cells = cells
+        return nb, resources
+
+
+class DropGraderNotes(NbGraderPreprocessor):
+    """The grader's notes taken out: for nbgrader's own ``generate_feedback`` (the Formgrader's
+    "Generate Feedback" button), so that not even that path shows them to students."""
+
+    def preprocess(self, nb, resources):
+        nb.cells = [cell for cell in nb.cells if not is_grader_note(cell)]
+        return nb, resources
+
+
+def _nbgrader(cell) -> dict:
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return meta if isinstance(meta, dict) else {}

@@ -1,0 +1,293 @@
+"""Step: feedback, second layer. TeX in markdown turned into sanitised MathML, no MathJax needed.
+
+- :func:`math_to_mathml` converts ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``
+  and ``\\begin{equation|align}...`` in markdown text to MathML (``latex2mathml``),
+  leaving code spans and code blocks alone; what does not convert is shown as TeX in a
+  ``<code>`` element. Every formula is cleaned by :mod:`.allowlist`.
+- ``_markdown_html`` renders a markdown text with its math converted and cleans the result;
+  :mod:`.sanitize`, :mod:`.feedback` and :mod:`.grader_notes` all render markdown through it.
+- :func:`prerender_math` rewrites every markdown cell of an autograded notebook as that HTML,
+  so the Formgrader (whose page asks a CDN for MathJax 2 and gets nothing offline) shows the
+  formulas anyway.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from functools import lru_cache
+
+import latex2mathml.converter
+from markdown_it import MarkdownIt
+
+from .allowlist import _clean, _inventory
+
+__all__ = ["math_to_mathml", "prerender_math"]
+
+# --------------------------------------------------------------------------- math
+
+_MATH_ENVIRONMENTS = ("equation", "equation*", "align", "align*", "gather", "gather*", "multline",
+                      "multline*", "eqnarray", "eqnarray*")
+_LABEL = re.compile(r"\\(?:label|tag)\s*\{[^{}]*\}|\\(?:nonumber|notag)\b")
+_MAX_FORMULA_CHARS = 5000
+_MAX_FORMULAS = 2000  # per text; beyond it, formulas are shown as TeX
+_PLACEHOLDER = "rbtutormath{}z"
+_PLACEHOLDER_RE = re.compile(r"rbtutormath(\d+)z")
+
+
+@lru_cache(maxsize=4096)
+def _tex_to_mathml(tex: str, display: bool) -> str:
+    """One formula as sanitised MathML, or its TeX escaped in ``<code>`` when it does not convert."""
+    body = _LABEL.sub("", tex).strip()
+    try:
+        if not body or len(body) > _MAX_FORMULA_CHARS:
+            raise ValueError("empty or too long")
+        if body.startswith("\\begin{equation"):  # latex2mathml knows align, not equation
+            body = re.sub(r"\A\\begin\{equation\*?\}|\\end\{equation\*?\}\Z", "", body).strip()
+        mathml = latex2mathml.converter.convert(body, display="block" if display else "inline")
+        if re.search(r"<mi>\\[A-Za-z]", mathml):  # a command latex2mathml did not know
+            raise ValueError("unknown command")
+        cleaned = _clean(mathml, "page")
+        if not cleaned.startswith("<math"):
+            raise ValueError("no math element")
+        return cleaned
+    except Exception:  # noqa: BLE001 - any failure of the converter shows the TeX instead
+        return f"<code>{html.escape(tex)}</code>"
+
+
+# Block structure only (no inline pass): which lines are code.
+_BLOCKS = MarkdownIt("commonmark").disable(["inline", "text_join"], ignoreInvalid=True)
+
+
+def _code_regions(text: str) -> list[tuple[int, int]]:
+    """Character ranges of fenced and indented code blocks (markdown-it's reading of ``text``)."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    try:
+        tokens = _BLOCKS.parse(text)
+    except Exception:  # noqa: BLE001 - then no block is code; spans are still skipped
+        return []
+    regions = []
+    for token in tokens:
+        if token.type in ("fence", "code_block") and token.map:
+            first, last = token.map
+            regions.append((starts[min(first, len(starts) - 1)], starts[min(last, len(starts) - 1)]))
+    return regions
+
+
+def _find_closing(text: str, token: str, start: int, end: int, misses: dict[str, int]) -> int:
+    """Index of the first ``token`` in ``text[start:end]`` that no backslash escapes, or -1.
+
+    ``misses`` remembers, per token, an ``end`` up to which a search already failed, so that
+    a thousand unclosed openers cost one scan, not a thousand.
+    """
+    if misses.get(token) == end:
+        return -1
+    i = start
+    while True:
+        i = text.find(token, i, end)
+        if i < 0:
+            misses[token] = end
+            return -1
+        k = i
+        while k > 0 and text[k - 1] == "\\":
+            k -= 1
+        if (i - k) % 2 == 0:
+            return i
+        i += 1
+
+
+def _scan_math(text: str) -> tuple[str, list[str]]:
+    """``text`` with each formula replaced by a placeholder, and the formulas as HTML."""
+    out: list[str] = []
+    formulas: list[str] = []
+    regions = _code_regions(text)
+    misses: dict[str, int] = {}
+    i, n = 0, len(text)
+
+    def limit_after(pos: int) -> int:
+        return min([s for s, _ in regions if s >= pos], default=n)
+
+    def emit(raw: str, tex: str, display: bool) -> None:
+        if len(formulas) >= _MAX_FORMULAS:
+            html_ = f"<code>{html.escape(raw)}</code>"
+        else:
+            html_ = _tex_to_mathml(tex, display)
+        out.append(_PLACEHOLDER.format(len(formulas)))
+        formulas.append(html_)
+
+    while i < n:
+        region = next(((s, e) for s, e in regions if s <= i < e), None)
+        if region:
+            out.append(text[i:region[1]])
+            i = region[1]
+            continue
+        stop = limit_after(i)
+        ch = text[i]
+        if ch == "`":
+            run = len(text[i:]) - len(text[i:].lstrip("`"))
+            close = re.compile(r"(?<!`)" + "`" * run + r"(?!`)").search(text, i + run, stop)
+            j = close.end() if close else i + run
+            out.append(text[i:j])
+            i = j
+            continue
+        if ch == "\\" and i + 1 < n:
+            nxt = text[i + 1]
+            if nxt in "([":
+                closing = "\\)" if nxt == "(" else "\\]"
+                j = _find_closing(text, closing, i + 2, stop, misses)
+                if j > i + 2:
+                    emit(text[i:j + 2], text[i + 2:j], nxt == "[")
+                    i = j + 2
+                    continue
+            env = re.compile(r"\\begin\{([a-z]+\*?)\}").match(text, i)
+            if env and env.group(1) in _MATH_ENVIRONMENTS:
+                end_tag = f"\\end{{{env.group(1)}}}"
+                j = -1 if misses.get(end_tag) == stop else text.find(end_tag, env.end(), stop)
+                if j < 0:
+                    misses[end_tag] = stop
+                if j >= 0:
+                    raw = text[i:j + len(end_tag)]
+                    emit(raw, raw, True)
+                    i = j + len(end_tag)
+                    continue
+            out.append(text[i:i + 2])  # an escaped character, \$ included
+            i += 2
+            continue
+        if ch == "$":
+            if text.startswith("$$", i):
+                j = _find_closing(text, "$$", i + 2, stop, misses)
+                if j > i + 2 and text[i + 2:j].strip():
+                    emit(text[i:j + 2], text[i + 2:j], True)
+                    i = j + 2
+                    continue
+                out.append("$$")
+                i += 2
+                continue
+            j = _find_closing(text, "$", i + 1, stop, misses)
+            body = text[i + 1:j] if j > i + 1 else ""
+            if (body and not body[0].isspace() and not body[-1].isspace() and "\n\n" not in body
+                    and "`" not in body and not (j + 1 < n and text[j + 1].isdigit())):
+                emit(text[i:j + 1], body, False)
+                i = j + 1
+                continue
+            out.append("$")
+            i += 1
+            continue
+        j = i + 1
+        while j < stop and text[j] not in "`\\$":
+            j += 1
+        out.append(text[i:j])
+        i = j
+    return "".join(out), formulas
+
+
+def math_to_mathml(text: str) -> str:
+    """Markdown ``text`` with its math converted to MathML elements.
+
+    Inline math ``$...$`` and ``\\(...\\)`` becomes ``<math display="inline">``; display math
+    ``$$...$$``, ``\\[...\\]`` and ``\\begin{equation}`` / ``align`` / ``gather`` (starred or
+    not) becomes ``<math display="block">``. Code spans and fenced or indented code blocks are
+    left alone, ``\\$`` is a dollar sign, and a ``$`` counts as an opening delimiter only when
+    a non-space follows it and a closing one only when a non-space precedes it and no digit
+    follows (so ``$5 and $10`` stays text). A formula that ``latex2mathml`` cannot convert is
+    kept as escaped TeX in ``<code>``. Each MathML element is sanitised; the rest of ``text``
+    is returned as it was (render and sanitise it as markdown afterwards).
+
+    Parameters
+    ----------
+    text : str
+        Markdown, as in a notebook's markdown cell.
+
+    Returns
+    -------
+    str
+        ``text`` with every formula replaced by its MathML (or ``<code>`` fallback).
+
+    Examples
+    --------
+    >>> math_to_mathml("costs $5, not `$x$`, and $a_1$")
+    'costs $5, not `$x$`, and <math display="inline"><mrow><msub><mi>a</mi><mn>1</mn></msub></mrow></math>'
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"expected text to be str, got {type(text).__name__}")
+    masked, formulas = _scan_math(text)
+    return _PLACEHOLDER_RE.sub(lambda m: _formula(formulas, m), masked)
+
+
+def _formula(formulas: list[str], match: re.Match) -> str:
+    k = int(match.group(1))
+    return formulas[k] if k < len(formulas) else match.group(0)
+
+
+# --------------------------------------------------------------------------- markdown
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+
+
+def _markdown_html(source: str, kind: str, *, demote: int = 0) -> tuple[str, list[str]]:
+    """Markdown rendered, math converted, sanitised; and what active content was removed."""
+    masked, formulas = _scan_math(source)
+    tokens = _MARKDOWN.parse(masked)
+    if demote:
+        for token in tokens:
+            if token.type in ("heading_open", "heading_close"):
+                token.tag = f"h{min(int(token.tag[1]) + demote, 6)}"
+    rendered = _MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {})
+    rendered = _PLACEHOLDER_RE.sub(lambda m: _formula(formulas, m), rendered)
+    removed = _inventory(rendered)
+    return _clean(rendered, kind), removed
+
+
+
+
+_WRAPPER = '<div class="rbtutor-sanitised tex2jax_ignore">{}</div>'
+
+
+def _one_line(fragment: str) -> str:
+    """HTML that a markdown renderer passes through as one raw block (no line to split on)."""
+    return _WRAPPER.format(fragment.replace("\r", "&#13;").replace("\n", "&#10;"))
+
+
+def _source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def prerender_math(nb) -> int:
+    """Rewrite every markdown cell as sanitised HTML with its math as MathML; return how many.
+
+    For the Formgrader, whose page loads MathJax from a CDN only: after this, formulas in
+    markdown cells show without MathJax (MathML is rendered by current browsers), and the
+    ``tex2jax_ignore`` class keeps MathJax off them when it does load. An output that has
+    ``text/latex`` (SymPy's) and no ``text/html`` gets a ``text/html`` with the MathML,
+    which nbconvert prefers to the TeX. Cells already
+    rewritten by :func:`sanitize_notebook` are left as they are. Run it after
+    :func:`sanitize_notebook`, on the same notebook, at the same point of grading.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        An autograded notebook; changed in place.
+
+    Returns
+    -------
+    int
+        The number of markdown cells rewritten.
+    """
+    count = 0
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            data = output.get("data") if isinstance(output, dict) else None
+            if isinstance(data, dict) and "text/latex" in data and "text/html" not in data:
+                latex = data["text/latex"]
+                latex = "".join(latex) if isinstance(latex, list) else str(latex)
+                data["text/html"] = _WRAPPER.format(_markdown_html(latex, "notebook")[0])
+        source = _source(cell)
+        if cell.get("cell_type") != "markdown" or source.startswith(_WRAPPER.split("{}")[0]):
+            continue
+        cleaned, _ = _markdown_html(source, "notebook")
+        cell["source"] = _one_line(cleaned)
+        count += 1
+    return count
