@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import shutil
+import socket
+import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -144,6 +149,53 @@ def test_without_variants_the_released_notebook_comes_back(exchange, tmp_path):
     core = core_for(exchange, tmp_path, per_student=False)
     nb = core.personalised("student1", body(assignment="problem03", notebook="problem03.ipynb"))
     assert data_cell_of(nb) == data_cell_of(json.loads(SOURCE.read_text()))
+
+
+# --- the service as its own process, where the hub would start it
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _first_line(process: subprocess.Popen, seconds: float) -> str:
+    """The first line ``process`` prints, waited for at most ``seconds`` (a dead process fails the test)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout=seconds):
+            pytest.fail(f"the service printed nothing within {seconds} s")
+    line = process.stdout.readline()
+    if not line:
+        pytest.fail(f"the service ended with status {process.wait(5)}: {process.stderr.read()[-2000:]}")
+    return line
+
+
+def test_main_serves_at_the_address_the_hub_gives(exchange, tmp_path):
+    """``python -m rbtutor.course.fetch_service`` listens where JUPYTERHUB_SERVICE_URL says, under its prefix."""
+    data_file = core_for(exchange, tmp_path).data_file
+    port = _free_port()
+    env = {**os.environ, "RBTUTOR_OUTBOUND": str(exchange), "RBTUTOR_COURSE_DATA": str(data_file),
+           "RBTUTOR_RELEASERS": "", "JUPYTERHUB_API_TOKEN": "the-services-token",
+           "JUPYTERHUB_SERVICE_PREFIX": "/services/rbtutor-fetch/",
+           "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}"}
+    process = subprocess.Popen([sys.executable, "-m", "rbtutor.course.fetch_service"], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    try:
+        banner = _first_line(process, 60)
+        assert banner == f"rbtutor-fetch: serving /services/rbtutor-fetch/ on http://127.0.0.1:{port} " \
+                         f"from {exchange}\n"
+        url = f"http://127.0.0.1:{port}/services/rbtutor-fetch/api/personalise"
+        request = urllib.request.Request(url, data=body(assignment="problem03", notebook="problem03.ipynb"),
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=30)
+        assert caught.value.code == 401
+        assert json.loads(caught.value.read()) == {"error": "a hub token is needed (Authorization: token ...)"}
+    finally:
+        process.terminate()
+        process.wait(30)
+        process.stdout.close()
+        process.stderr.close()
 
 
 # --- the students' Fetch (hub/rbtutor_fetch.py) against a stand-in service
