@@ -21,6 +21,8 @@ import pytest
 
 from rbtutor.grading import intake
 from rbtutor.grading.intake import FLOOD_FACTOR, Intake, Limits, collect, cut_text, source_copy, take_in
+from rbtutor.grading.intake.copies import _squeeze
+from rbtutor.grading.intake.files import _Walker
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE03 = ROOT / "exercises" / "problem03" / "problem03.ipynb"
@@ -585,7 +587,7 @@ def test_two_non_trivial_code_answers_equal_to_the_key_are_a_copy():
              "max_asymmetry = np.max(np.abs(M_RB - M_RB.T))\n")
     sol_b = "eigenvalues = np.linalg.eigvalsh(M_RB)\neig_min, eig_max = eigenvalues[0], eigenvalues[-1]"
     for text in (sol_a, sol_b):  # each is non-trivial, neither is strong on its own
-        squeezed = intake._squeeze(text)
+        squeezed = _squeeze(text)
         chars = sum(map(len, squeezed))
         assert len(squeezed) >= intake.NONTRIVIAL_LINES
         assert intake.NONTRIVIAL_CHARS <= chars < intake.STRONG_CHARS
@@ -679,13 +681,13 @@ def test_recollect_replaces_only_after_the_new_copy_is_complete(tmp_path, monkey
     assert (final / "old_only.txt").exists()
 
     exchange_entry(inbound, "alice", AT[4], files={"problem03.ipynb": "second = 1"})
-    real_run = intake._Walker.run
+    real_run = _Walker.run
 
     def fail_midway(self, src_fd, dest_fd):
         real_run(self, src_fd, dest_fd)
         raise OSError("disk full")
 
-    monkeypatch.setattr(intake._Walker, "run", fail_midway)
+    monkeypatch.setattr(_Walker, "run", fail_midway)
     with pytest.raises(OSError, match="disk full"):
         collect(inbound, submitted, "problem03")
     assert (final / "old_only.txt").read_text() == "old"  # the old copy is untouched
@@ -693,7 +695,7 @@ def test_recollect_replaces_only_after_the_new_copy_is_complete(tmp_path, monkey
     assert sorted(p.name for p in (submitted / "alice").iterdir()) == [".problem03.receipt.json", "problem03"]
     assert intake.read_receipt(submitted, "alice", "problem03")["received"] == AT[1]
 
-    monkeypatch.setattr(intake._Walker, "run", real_run)
+    monkeypatch.setattr(_Walker, "run", real_run)
     results = dict(collect(inbound, submitted, "problem03"))
     assert results["alice"].events == []
     assert not (final / "old_only.txt").exists()

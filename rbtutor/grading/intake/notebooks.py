@@ -1,0 +1,127 @@
+"""Step: intake, notebooks. Each ``.ipynb`` the walk takes is parsed, rebuilt, cut to the caps and rewritten.
+
+Notebooks are parsed from the capped bytes, checked to be nbformat 4 notebooks,
+their cells rebuilt from the fields grading needs (outputs cleared, as nbgrader's
+``ClearOutput`` does first anyway), cut to the caps, and written with nbformat:
+nbgrader reads what intake validated, not the submitted bytes.
+
+The two steps are methods of :class:`_NotebookStep`, which the walker of
+:mod:`.files` inherits: they read its ``limits`` and ``solutions`` and report
+through its ``note``. A notebook holding the instructor's source is refused here,
+by the rule of :mod:`.copies`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import nbformat
+
+from .copies import _copy_message, _Submitted
+from .limits import _show
+
+_CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class _NotebookStep:
+    """The notebook part of one walk over a submission (mixed into :class:`.files._Walker`)."""
+
+    def notebook(self, data: bytes, path: str) -> bytes | None:
+        """The validated, cut and rewritten notebook, or None (with an event) if it is refused."""
+        try:
+            raw = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else "not valid JSON"
+            self.note("notebook_unreadable", f"{_show(path)} is {reason}; it was not taken.", path=path)
+            return None
+        nb, problem = self.rebuild(raw, path)
+        if nb is None:
+            self.note("notebook_unreadable", f"{_show(path)} is not an nbformat 4 notebook ({problem}); "
+                      "it was not taken.", path=path)
+            return None
+        found = _Submitted(nb).copy_of(self.solutions)
+        if found:
+            name, evidence = found
+            stem = path.rsplit("/", 1)[-1][: -len(".ipynb")]
+            name = name if name is not None else (stem if stem in self.solutions else None)
+            self.note("source_copy", _copy_message(path, name, evidence), path=path, source=name, **evidence)
+            return None
+        try:
+            text = nbformat.writes(nb, version=4)
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates (valid JSON escapes, not UTF-8): keep them escaped
+            return nbformat.writes(nb, version=4, ensure_ascii=True).encode("ascii")
+
+    def rebuild(self, raw, path: str):
+        """An nbformat 4 notebook holding only the fields grading needs, cut to the caps."""
+        if not isinstance(raw, dict):
+            return None, "not a JSON object"
+        if raw.get("nbformat") != 4:
+            return None, "nbformat is not 4"
+        minor = raw.get("nbformat_minor", 0)
+        if not isinstance(minor, int) or isinstance(minor, bool) or minor < 0:
+            return None, "nbformat_minor is not a number"
+        minor = min(minor, 5)
+        cells, meta = raw.get("cells"), raw.get("metadata", {})
+        if not isinstance(cells, list):
+            return None, "no list of cells"
+        if not isinstance(meta, dict):
+            return None, "metadata is not an object"
+        lim = self.limits
+        if len(cells) > lim.max_cells:
+            self.note("too_many_cells", f"{_show(path)} has {len(cells)} cells; only the first {lim.max_cells} "
+                      "were kept.", path=path, cells=len(cells), cap=lim.max_cells)
+            cells = cells[:lim.max_cells]
+        out, ids = [], set()
+        for index, cell in enumerate(cells):
+            if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+                return None, f"cell {index} has no known cell_type"
+            source = cell.get("source", "")
+            if isinstance(source, list) and all(isinstance(s, str) for s in source):
+                source = "".join(source)
+            if not isinstance(source, str):
+                return None, f"cell {index} has a source that is not text"
+            cell_meta = cell.get("metadata", {})
+            if not isinstance(cell_meta, dict):
+                return None, f"cell {index} has metadata that is not an object"
+            size = len(source.encode("utf-8", "surrogatepass"))
+            if size > lim.max_cell_source_bytes:
+                source = cut_text(source, lim.max_cell_source_bytes)
+                grade = cell_meta.get("nbgrader")
+                grade_id = grade.get("grade_id") if isinstance(grade, dict) else None
+                self.note("cell_cut", f"Cell {index} of {_show(path)} has a source of {size} bytes; it was cut "
+                          f"to {lim.max_cell_source_bytes}.", path=path, cell=index,
+                          grade_id=grade_id if isinstance(grade_id, str) else None, bytes=size,
+                          cap=lim.max_cell_source_bytes)
+            new = {"cell_type": cell["cell_type"], "metadata": cell_meta, "source": source}
+            if cell["cell_type"] == "code":
+                new.update(outputs=[], execution_count=None)
+            elif isinstance(cell.get("attachments"), dict):
+                new["attachments"] = cell["attachments"]
+            if minor >= 5:
+                cid = cell.get("id")
+                if not (isinstance(cid, str) and _CELL_ID.match(cid)) or cid in ids:
+                    cid = uuid.uuid4().hex[:16]
+                ids.add(cid)
+                new["id"] = cid
+            out.append(new)
+        nb = nbformat.from_dict({"nbformat": 4, "nbformat_minor": minor, "metadata": meta, "cells": out})
+        try:
+            nbformat.validate(nb)
+        except nbformat.ValidationError as exc:
+            where = "/".join(str(p) for p in list(exc.absolute_path)[:6]) or "top level"
+            return None, f"schema check failed at {where}"
+        return nb, None
+
+
+def cut_text(text: str, cap: int) -> str:
+    """``text`` cut to at most ``cap`` UTF-8 bytes, never inside a character."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= cap:
+        return text
+    end = cap
+    while end > 0 and (data[end] & 0xC0) == 0x80:  # data[end] continues a character: back off
+        end -= 1
+    return data[:end].decode("utf-8", "surrogatepass")
