@@ -8,9 +8,21 @@ import re
 
 import numpy as np
 import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from scipy.integrate import solve_ivp
 
-from rbtutor.grading.judge import GENERIC_MISTAKES, MESSAGES, PUBLISHED_KEY, RULES, Verdict, judge, not_accepted
+from rbtutor.grading.judge import (
+    GENERIC_MISTAKES,
+    MESSAGES,
+    PUBLISHED_KEY,
+    RULES,
+    JudgeAnswers,
+    Verdict,
+    judge,
+    not_accepted,
+    recorded_verdict,
+)
+from rbtutor.grading.protocol import ANSWER_MIME
 from rbtutor.problems import KINDS, Answer, algebraic, answer_key, integrated, load_data, read_yaml, vessel
 from rbtutor.rigid_body import RigidBody
 
@@ -451,3 +463,97 @@ def test_problem11_roundoff_and_drift():
     # a normalised integration hands in zero drift: not the forward-Euler residual asked for
     assert not verdict("p11.c.residual_euler", 0.0).passed
     assert not verdict("p11.c.residual_rk4", 0.0).passed
+
+
+# --------------------------------------------------------------- the verdict recorded on its cell
+# (what the verdict earns: tests/test_scores.py)
+
+RIGHT_K, WRONG_K = 2.16e6, -2.16e6  # p3.b.K with the reference data: right, and its sign slip
+
+
+@pytest.mark.parametrize("record", [
+    {"answer_id": "p3.b.K", "passed": "yes", "diagnosis": None, "message": "", "max_points": 2.0},
+    {"answer_id": "p3.b.K", "passed": True, "diagnosis": None, "message": "", "max_points": -1},
+    {"answer_id": "p3.b.K", "passed": True, "diagnosis": None, "message": "", "max_points": float("nan")},
+    {"answer_id": "p3.b.K", "passed": True, "diagnosis": None, "message": "", "max_points": "2"},
+    {"answer_id": "p3.b.K", "passed": True, "diagnosis": None, "message": "", "max_points": 2, "points": 9},
+    {"passed": True},
+    ["passed"],
+])
+def test_a_malformed_verdict_record_is_an_error(record):
+    with pytest.raises(ValueError, match="expected"):
+        Verdict.from_record(record)
+
+
+def test_a_verdict_record_round_trips():
+    verdict = Verdict(False, "Not accepted.", "sign", "p3.b.K", 2.0)
+    assert Verdict.from_record(verdict.record()) == verdict
+
+
+# --------------------------------------------------------------- judging a notebook by hand
+
+
+def payload(answer_id, value):
+    return new_output("display_data", data={ANSWER_MIME: {"id": answer_id, "value": value},
+                                            "text/plain": "handed in"})
+
+
+def graded_test_cell(grade_id, answer_id, points, outputs):
+    cell = new_code_cell(f'"""Check {answer_id}."""\nhand_in("{answer_id}", K)',
+                         metadata={"nbgrader": {"grade": True, "solution": False, "locked": True,
+                                                "grade_id": grade_id, "points": points}})
+    cell.outputs = outputs
+    return cell
+
+
+PLANTED = {"answer_id": "p3.b.K", "passed": True, "diagnosis": None, "message": "", "max_points": 100.0}
+
+
+def notebook(outputs_b, outputs_d=(), plant=False):
+    """A written answer, the test cell of (b) K (2 points) and of (d) K (1 point)."""
+    written = new_markdown_cell("my words", metadata={"nbgrader": {
+        "grade": True, "solution": True, "locked": False, "grade_id": "p3_a_written", "points": 1}})
+    cells = [written, graded_test_cell("p3_b_K", "p3.b.K", 2, list(outputs_b)),
+             graded_test_cell("p3_d_K", "p3.d.K", 1, list(outputs_d))]
+    if plant:
+        for cell in cells:
+            cell.metadata["rbtutor"] = {"verdict": dict(PLANTED)}
+    return new_notebook(cells=cells)
+
+
+def judged(nb):
+    return JudgeAnswers().preprocess(nb, {})
+
+
+def test_judge_records_the_verdict_with_its_points_on_the_test_cell():
+    nb, resources = judged(notebook([payload("p3.b.K", RIGHT_K)], [payload("p3.d.K", 1.0)]))
+    written, test_b, test_d = nb.cells
+    assert recorded_verdict(written) is None
+    assert recorded_verdict(test_b) == Verdict(True, judge("p3.b.K", RIGHT_K).message, None, "p3.b.K", 2.0)
+    assert recorded_verdict(test_d).passed is False and recorded_verdict(test_d).max_points == 1.0
+    assert resources["rbtutor"]["judged"] is True
+    # the student still sees the verdict as outputs
+    assert [o.output_type for o in test_b.outputs] == ["stream"]
+    assert [o.get("ename") for o in test_d.outputs] == ["AnswerNotAccepted"]
+
+
+def test_a_test_cell_that_handed_nothing_in_gets_a_failed_verdict():
+    error = new_output("error", ename="NameError", evalue="name 'K' is not defined", traceback=[])
+    nb, _ = judged(notebook([error]))
+    verdict = recorded_verdict(nb.cells[1])
+    assert (verdict.passed, verdict.diagnosis, verdict.max_points) == (False, "not_handed_in", 2.0)
+
+
+def test_a_verdict_planted_in_the_submitted_notebook_is_removed():
+    nb, _ = judged(notebook([payload("p3.b.K", WRONG_K)], [], plant=True))
+    written, test_b, test_d = nb.cells
+    assert recorded_verdict(written) is None  # a written answer is left to the checksum rule
+    assert recorded_verdict(test_b).passed is False
+    assert recorded_verdict(test_d).diagnosis == "not_handed_in"
+
+
+def test_a_malformed_planted_verdict_is_removed_too():
+    nb = notebook([payload("p3.b.K", WRONG_K)])
+    nb.cells[0].metadata["rbtutor"] = "passed"
+    nb, _ = judged(nb)
+    assert "rbtutor" not in nb.cells[0].metadata

@@ -1,5 +1,8 @@
 """Step: judge. The grader's decision on each handed-in answer: pass or fail, feedback, a diagnosis.
 
+The verdict is recorded on its test cell; the next step, :mod:`rbtutor.grading.scores`, turns
+verdicts into points.
+
 This runs in the grading process (an nbgrader preprocessor calls it after the
 student's notebook has been executed), never in the student's kernel: the
 submitted object is only inspected, never trusted. It is accepted only if it is
@@ -32,7 +35,8 @@ On a pass: ``None``, or ``"accepted_printed"`` when the value printed in the
 key was accepted under an erratum with ``accept_printed: true``.
 
 On a failure, input problems: ``"not_numeric"``, ``"not_text"``,
-``"not_finite"``, ``"shape"``. Recognised mistakes (the answer's own
+``"not_finite"``, ``"shape"``, and in a graded notebook ``"not_handed_in"`` (no value
+reached the grader: the test cell stopped before ``hand_in``). Recognised mistakes (the answer's own
 ``mistakes`` first, then :data:`GENERIC_MISTAKES`; every code has its text in
 :data:`MESSAGES`): ``"sign"``, ``"transposed"`` (also a matrix handed in with
 rows and columns swapped, whatever its shape), ``"degrees"``, ``"factor_1000"``,
@@ -54,6 +58,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -134,7 +139,12 @@ MESSAGES = {
 
 @dataclass(frozen=True)
 class Verdict:
-    """The decision on one answer.
+    """The decision on one answer, and, once it is judged in a graded notebook, what is at stake.
+
+    :func:`judge` fills ``passed``, ``message`` and ``diagnosis``; :class:`JudgeAnswers` adds the
+    ``answer_id`` and the ``max_points`` of the test cell (from the gradebook's copy of the cell,
+    restored before execution) and records the verdict on the cell (:data:`VERDICT_KEY`). What a
+    verdict earns is decided in one place, :func:`rbtutor.grading.scores.points_earned`.
 
     Attributes
     ----------
@@ -143,11 +153,43 @@ class Verdict:
         Feedback for the student; it never contains the reference value.
     diagnosis : str or None
         A short code (see the module docstring), None for a plain pass.
+    answer_id : str or None
+        The answer judged (``"p3.b.K"``); None outside a graded notebook (the instant checks).
+    max_points : float or None
+        The points of the test cell that handed the answer in; None outside a graded notebook.
     """
 
     passed: bool
     message: str
     diagnosis: str | None = None
+    answer_id: str | None = None
+    max_points: float | None = None
+
+    def record(self) -> dict:
+        """The verdict as the plain mapping stored in a cell's metadata (JSON)."""
+        return {"answer_id": self.answer_id, "passed": self.passed, "diagnosis": self.diagnosis,
+                "message": self.message, "max_points": self.max_points}
+
+    @classmethod
+    def from_record(cls, record) -> Verdict:
+        """The verdict stored by :meth:`record`; ``ValueError`` when it is not such a mapping."""
+        fields = ("answer_id", "passed", "diagnosis", "message", "max_points")
+        if not isinstance(record, dict) or set(record) != set(fields):
+            got = sorted(record) if isinstance(record, dict) else type(record).__name__
+            raise ValueError(f"expected a verdict record with the keys {sorted(fields)}, got {got}")
+        if type(record["passed"]) is not bool:
+            raise ValueError(f"expected passed to be True or False, got {record['passed']!r}")
+        points = record["max_points"]
+        if type(points) not in (int, float) or not math.isfinite(points) or points < 0:
+            raise ValueError(f"expected max_points to be a finite number >= 0, got {points!r}")
+        return cls(record["passed"], record["message"], record["diagnosis"], record["answer_id"],
+                   float(points))
+
+
+#: where :class:`JudgeAnswers` records a test cell's verdict: ``cell.metadata["rbtutor"]["verdict"]``.
+#: Only the grading process writes it (the kernel has no way to write cell metadata, and a value the
+#: submitted notebook brings along is removed before judging).
+VERDICT_KEY = "verdict"
 
 
 # --- recognised mistakes ------------------------------------------------------------------
@@ -626,6 +668,21 @@ def stored_class_keys(store: str | Path, data: dict, problem: int) -> dict[str, 
     return _stored_keys(str(path), facts.st_mtime_ns, facts.st_size)
 
 
+def recorded_verdict(cell) -> Verdict | None:
+    """The verdict :class:`JudgeAnswers` recorded on ``cell``, or None for a cell it did not judge."""
+    record = ((cell.get("metadata") or {}).get("rbtutor") or {}).get(VERDICT_KEY)
+    return None if record is None else Verdict.from_record(record)
+
+
+def forget_verdict(cell) -> None:
+    """Remove a verdict recorded on ``cell`` (one a submitted notebook carries in is not the grader's)."""
+    meta = (cell.get("metadata") or {}).get("rbtutor")
+    if isinstance(meta, dict):
+        meta.pop(VERDICT_KEY, None)
+    elif meta is not None:
+        del cell.metadata["rbtutor"]
+
+
 class JudgeAnswers(Events, NbGraderPreprocessor):
     """Replace the outputs of each hand-in test cell by the grader's verdict.
 
@@ -638,6 +695,12 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
     ``fits_other_student`` or ``fits_reference``, naming whose numbers it fits. The
     classmates' keys come from the store ``class_keys`` (:func:`write_class_keys`, once per run);
     a classmate missing there has their key worked out here.
+
+    Each judged test cell gets two things: its outputs replaced by the verdict's message (a
+    stdout line for a pass, an ``AnswerNotAccepted`` error otherwise), which the student's
+    feedback page shows, and the :class:`Verdict` with its answer id and points recorded in
+    ``cell.metadata["rbtutor"]["verdict"]``, from which :mod:`rbtutor.grading.scores` writes the
+    scores. Verdicts found in the notebook before judging are removed first.
     """
 
     stage = "judge"
@@ -655,7 +718,10 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
         self._db_url = info.get("db_url")
         self._classmates = None
         self._events = []
+        for cell in nb.cells:  # a verdict the submission brings along is not the grader's
+            forget_verdict(cell)
         nb, resources = super().preprocess(nb, resources)
+        resources.setdefault("rbtutor", {"events": []})["judged"] = True
         if self._student is not None:
             self._store(resources, self._events)
         return nb, resources
@@ -715,11 +781,13 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
         answer_id = match.group(1)
         data, key = self._key_for(answer_id)  # the student's own key when switched on
         payload = handed_in(cell, answer_id)
+        max_points = float(meta["points"])
         if payload is None:
             errors = [o for o in cell.outputs if o.get("output_type") == "error"]
             note = (f"{answer_id}: no value reached the grader; the cell stopped before hand_in"
                     + (" (see the error above)." if errors else "."))
             cell.outputs = errors + [self._error(note)]
+            verdict = Verdict(False, note, "not_handed_in")
         else:
             if "text" in payload:
                 submitted = payload["text"]
@@ -735,8 +803,11 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
                 for found in self._fits_others(answer_id, submitted, data):
                     self._events.append({**found, "cell": cell_index})
             message = f"{answer_id}: {verdict.message}"
+            # the student's feedback page shows these outputs; the points come from the verdict
             cell.outputs = ([new_output("stream", name="stdout", text=message + "\n")] if verdict.passed
                             else [self._error(message)])
+        verdict = dataclasses.replace(verdict, answer_id=answer_id, max_points=max_points)
+        cell.metadata.setdefault("rbtutor", {})[VERDICT_KEY] = verdict.record()
         return cell, resources
 
     @staticmethod
