@@ -257,6 +257,26 @@ def test_sanitised_svg_is_a_well_formed_image():
     assert 'href="#p"' in svg and "evil" not in svg and "fill: #ff0000" in svg
 
 
+def test_svg_styles_that_load_or_run_are_removed_and_fragment_paints_kept():
+    """In an SVG (the one place ``style`` is allowed) a style or paint that loads, runs or hides a URL
+    behind a CSS escape goes; a gradient from the same image and a plain colour stay, as written.
+
+    nh3's ``filter_style_properties`` is not used for this: a property it allows keeps
+    ``expression(`` in its value, it does not see paints in attributes (``fill="url(...)"``), and it
+    rewrites every honest style (``fill: #ff0000`` becomes ``fill:#ff0000``)."""
+    from rbtutor.grading.allowlist import _clean
+
+    hostile = ['style="width: expression(alert(1))"', 'style="fill: u\\72l(https://evil.example/x)"',
+               'fill="url(https://evil.example/x)"', 'style="background:url(https://evil.example/b)"',
+               'style="fill: url(data:image/png;base64,AAAA)"']
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg">' + "".join(f"<rect {a}/>" for a in hostile)
+           + '<rect fill="url(#g)" style="fill: url(#g); stroke: #000"/></svg>')
+    cleaned = _clean(svg, "svg")
+    assert cleaned.count("<rect></rect>") == len(hostile), cleaned
+    assert '<rect fill="url(#g)" style="fill: url(#g); stroke: #000"></rect>' in cleaned
+    assert not re.search(r"expression|evil|\\\\|data:", cleaned), cleaned
+
+
 def test_sanitised_markdown_survives_a_markdown_renderer():
     """The rewritten cell is one raw HTML block: nbconvert's renderer passes it through unchanged."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
