@@ -57,7 +57,7 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     sources : dict of str to dict, optional
         The instructor's source notebooks (nbformat dicts, read by the caller from
         ``exercises/``), keyed by notebook name (``"problem03"``). Every submitted
-        notebook is compared with each of them (see the module docstring); marker
+        notebook is compared with each of them (see :mod:`.copies`); marker
         lines are refused with or without them.
     limits : Limits
 

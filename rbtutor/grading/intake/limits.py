@@ -22,7 +22,7 @@ kind                       what was observed
 ``too_large``              a file above its cap, or the submission above ``max_total_bytes``
 ``bad_name``               a name that is not printable, too long, ``.``/``..``, or (for
                            exchange entries) not ``student+assignment+timestamp[+random]``
-                           or naming a student id that :mod:`.student_ids` refuses
+                           or naming a student id that :mod:`rbtutor.grading.student_ids` refuses
 ``notebook_unreadable``    an ``.ipynb`` that is not JSON or not an nbformat 4 notebook
 ``cell_cut``               a cell source above ``max_cell_source_bytes`` (it is truncated)
 ``too_many_cells``         more than ``max_cells`` cells (the rest are dropped)
