@@ -277,6 +277,29 @@ def test_svg_styles_that_load_or_run_are_removed_and_fragment_paints_kept():
     assert not re.search(r"expression|evil|\\\\|data:", cleaned), cleaned
 
 
+def test_images_keep_their_alt_text_and_an_image_without_a_source_goes():
+    """After nh3: an image keeps the alt text its author gave, gets an empty one when it had none, and an
+    image whose source was removed disappears; an SVG keeps XML entities only and plain ``href``.
+
+    nh3 has no option for these: ``set_tag_attribute_values={"img": {"alt": ""}}`` overwrites every alt
+    text, and no option drops an element whose attribute was filtered out."""
+    import xml.etree.ElementTree as ET
+
+    from rbtutor.grading.allowlist import _clean
+
+    png = f"data:image/png;base64,{PNG_1PX}"
+    page = _clean(f'<p><img src="{png}" alt="a plot"><img src="{png}"><img src=x onerror="{PWN}" alt="gone">'
+                  '<img></p>', "page")
+    soup = BeautifulSoup(page, "html.parser")
+    assert [img.get("alt") for img in soup.find_all("img")] == ["a plot", ""], page
+    assert "gone" not in page and "onerror" not in page
+    svg = _clean('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
+                 '<text>a&nbsp;b</text><use xlink:href="#p"/></svg>', "svg")
+    root = ET.fromstring(svg)  # parses as XML: no HTML-only entity, no unbound prefix
+    assert root.find("{http://www.w3.org/2000/svg}text").text == "a\u00a0b"
+    assert root.find("{http://www.w3.org/2000/svg}use").get("href") == "#p"
+
+
 def test_sanitised_markdown_survives_a_markdown_renderer():
     """The rewritten cell is one raw HTML block: nbconvert's renderer passes it through unchanged."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
