@@ -19,7 +19,10 @@ Commands, in the order an instructor uses them:
 ``return-feedback``
     put the feedback into the exchange for the students to fetch;
 ``export --to canvas|moodle|blackboard --roster ROSTER --out FILE``
-    the final scores as the file that LMS imports (:mod:`rbtutor.course.export`).
+    the final scores as the file that LMS imports (:mod:`rbtutor.course.export`);
+``report``
+    the class report, ``report/index.html`` (:mod:`rbtutor.course.class_report`), which
+    ``grade`` also writes.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ def main(argv=None) -> int:
     export.add_argument("--roster", required=True, help="CSV: student_id,name,email,lms_id,sis_user_id,"
                         "sis_login_id,section")
     export.add_argument("--out", required=True, help="the file to write")
+    sub.add_parser("report", help="the class report, report/index.html")
     # --root is accepted after the command too (python -m rbtutor.course grade --root DIR)
     for command in sub.choices.values():
         command.add_argument("--root", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -90,6 +94,10 @@ def main(argv=None) -> int:
         from .export import run_export
 
         return run_export(layout, args.lms, args.roster, args.out)
+    if args.command == "report":
+        from .class_report import run_report
+
+        return run_report(layout)
     if args.command == "collect":
         from .grade import collect
 

@@ -595,9 +595,9 @@ def store_class_keys(layout: CourseLayout, grader, students: list[str]) -> Path 
 
 
 def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed: float, where: str) -> int:
-    """After a grading run: grades.csv, the integrity report, the summary line and every submission
-    not graded with its reason. Returns the exit status (1 when some submission was not graded,
-    or grades.csv or the report could not be written)."""
+    """After a grading run: grades.csv, the integrity report, the class report, the summary line and
+    every submission not graded with its reason. Returns the exit status (1 when some submission was
+    not graded, or grades.csv or a report could not be written)."""
     from ..grading.report import write_integrity_report
 
     status = 1 if failures else 0
@@ -615,6 +615,13 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
         print(f"integrity report: {write_integrity_report(layout.root)}")
     except (OSError, ValueError) as exc:
         print(f"could not write the integrity report: {terminal_text(exc)}", file=sys.stderr)
+        status = 1
+    from .class_report import write_class_report
+
+    try:
+        print(f"class report: {write_class_report(layout, grader, failures)}")
+    except (OSError, ValueError) as exc:
+        print(f"could not write the class report: {terminal_text(exc)}", file=sys.stderr)
         status = 1
     left = f" ({len(failures)} not graded or with a problem, listed below)" if failures else ""
     print(f"graded {count - len(failures)} submissions{left} in {elapsed:.1f} s {where}; "
