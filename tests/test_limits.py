@@ -25,6 +25,7 @@ from test_sandbox import kernel_config, probe, results, zygote
 
 from rbtutor.grading import sandbox as student_kernel
 from rbtutor.grading.execute import BoundedExecute, kernel_seed
+from rbtutor.grading.sandbox import cgroups
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap needs Linux")
 IN_CI = bool(os.environ.get("CI"))
@@ -252,7 +253,7 @@ def test_a_silent_peer_stalls_no_one(one_course, monkeypatch):
     once, and the zygote hangs up on the silent one after its receive timeout."""
     import socket
 
-    from rbtutor.grading import zygote as zygote_module
+    from rbtutor.grading.sandbox import zygote as zygote_module
 
     _, work = one_course
     address = zygote()
@@ -320,7 +321,7 @@ def test_stale_kernel_groups_are_swept(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / f"rbtutor-kernel-{dead.stdout.strip()}").mkdir()
     (tmp_path / f"rbtutor-kernel-{os.getpid()}").mkdir()
-    student_kernel._sweep(tmp_path)
+    cgroups._sweep(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [f"rbtutor-kernel-{os.getpid()}"]
 
 

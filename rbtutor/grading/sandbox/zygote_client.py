@@ -1,0 +1,187 @@
+"""Step: sandbox (kernel start, the launcher's side of the zygote).
+
+:func:`start_zygote` and :func:`zygote_running` start the zygote (:mod:`rbtutor.grading.sandbox.zygote`)
+for a grading run; :func:`start_from_zygote`, called by the launcher, checks that the zygote answers
+on its socket and has it put a copy of itself in a new sandbox as the kernel.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from .plan import INNER_SOURCE, SandboxError, SandboxPlan, _drop_to, _python, check_sandbox, kernel_env
+
+# The sandbox's placeholder for a kernel started by the zygote: says it is ready (the sandbox is
+# set up), then waits for the kernel's exit status and exits with it (125 if none comes).
+PLACEHOLDER = 'echo; read -r status; exit "${status:-125}"'
+_zygote: tuple[subprocess.Popen, str] | None = None  # the zygote this process started, and its name
+
+
+def start_zygote(timeout: float = 120.0) -> str | None:
+    """Start a zygote (see :mod:`rbtutor.grading.sandbox.zygote`) and return its address ``<name>@<pid>``, also
+    set as ``RBTUTOR_ZYGOTE`` so that the kernels this process and its children start come from it.
+
+    Returns the name of the running one if this process or its parent started one; None
+    (kernels then start from nothing) where there is no sandbox or the zygote did not
+    come up within ``timeout`` seconds. It ends with this process.
+    """
+    global _zygote
+    if _zygote is not None and _zygote[0].poll() is None:
+        os.environ["RBTUTOR_ZYGOTE"] = _zygote[1]
+        return _zygote[1]
+    if _zygote is None and os.environ.get("RBTUTOR_ZYGOTE"):  # a parent's, such as the grading run's
+        return os.environ["RBTUTOR_ZYGOTE"]
+    if os.environ.get("RBTUTOR_UNCONFINED") == "1":
+        return None
+    try:
+        check_sandbox()
+    except SandboxError:
+        return None
+    import secrets
+    import select
+
+    name = f"rbtutor-zygote-{os.getpid()}-{secrets.token_hex(8)}"
+    home = tempfile.mkdtemp(prefix="rbtutor-zygote-")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    source = (Path(__file__).parent / "zygote.py").read_text()
+    process = subprocess.Popen([_python(), "-s", "-c", source, name],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=home,
+                               env={**kernel_env(), "HOME": home}, start_new_session=True)
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    if not ready or process.stdout.readline().strip() != b"ready":
+        process.kill()
+        process.wait()
+        print(f"rbtutor: the kernel zygote did not start within {timeout:g} s; kernels start from nothing",
+              file=sys.stderr)
+        return None
+    value = f"{name}@{process.pid}"  # the launcher checks that this pid answers on the socket
+    _zygote = (process, value)
+    atexit.register(_stop_zygote, process)
+    os.environ["RBTUTOR_ZYGOTE"] = value
+    return value
+
+
+def _stop_zygote(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.stdin.close()  # the zygote ends when its standard input does
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def zygote_running(timeout: float = 120.0):
+    """A zygote for the kernels started in the block, by this process and its children: the one
+    already running if there is one, else one started for the block (and stopped after it).
+    Yields its name, or None when kernels start from nothing."""
+    global _zygote
+    if os.environ.get("RBTUTOR_ZYGOTE"):
+        yield os.environ["RBTUTOR_ZYGOTE"]
+        return
+    name = start_zygote(timeout)
+    try:
+        yield name
+    finally:
+        if name:
+            _stop_zygote(_zygote[0])
+            _zygote = None
+            os.environ.pop("RBTUTOR_ZYGOTE", None)
+
+
+def zygote_address(value: str) -> tuple[str, int]:
+    """``RBTUTOR_ZYGOTE`` (``<name>@<pid>``) as the socket name and the pid of the zygote that must answer."""
+    name, at, pid = value.rpartition("@")
+    if not at or not name or not pid.isdigit():
+        raise SandboxError(f"RBTUTOR_ZYGOTE must be <name>@<pid of the zygote>, got {value!r}")
+    return name, int(pid)
+
+
+def _peer(conn) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    import socket
+    import struct
+
+    pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid, uid
+
+
+def start_from_zygote(value: str, plan: SandboxPlan, stdio: tuple[int, int, int], notices: list[str],
+                      group: Path | None = None) -> tuple[subprocess.Popen, int] | None:
+    """Start the sandbox of ``plan`` with a placeholder, and have zygote ``value`` (``name@pid``) put a
+    copy of itself in it as the kernel, with ``stdio`` as its standard streams.
+
+    Returns the sandbox's ``bwrap`` process and the pid of its first process, or None (with the reason
+    appended to ``notices``) when the zygote could not be used; nothing of the notebook has run then,
+    and the caller starts the kernel from nothing. Whoever answers on the zygote's socket must be
+    the zygote (its pid and this user's uid, SO_PEERCRED) before anything is sent to it.
+    """
+    import socket
+
+    try:
+        name, expected = zygote_address(value)
+    except SandboxError as exc:
+        notices.append(str(exc))
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+        conn.settimeout(10)
+        try:
+            conn.connect("\0" + name)
+            pid, uid = _peer(conn)
+        except OSError as exc:
+            notices.append(f"the zygote {name} cannot be reached ({exc})")
+            return None
+        if (pid, uid) != (expected, os.getuid()):
+            notices.append(f"the zygote's socket {name} is answered by pid {pid} uid {uid}, not by the zygote "
+                           f"(pid {expected} uid {os.getuid()}): nothing was sent to it")
+            return None
+        status_in, status_out = os.pipe()
+        ready_in, ready_out = os.pipe()
+        info_in, info_out = os.pipe()
+        command = [*plan.bwrap, "--info-fd", str(info_out), "--", *_drop_to(plan.uid), "sh", "-c", PLACEHOLDER]
+        box = subprocess.Popen(command, stdin=status_in, stdout=ready_out, stderr=stdio[2], pass_fds=(info_out,))
+        for fd in (status_in, ready_out, info_out):
+            os.close(fd)
+        with os.fdopen(info_in, "rb") as info, os.fdopen(ready_in, "rb") as ready:
+            facts = info.read(4096)
+            up = ready.read(1) == b"\n"
+        first_pid = None
+        try:
+            if not up:
+                raise OSError("the sandbox did not start")
+            first_pid = json.loads(facts)["child-pid"]
+            first = os.pidfd_open(first_pid)
+            request = {"uid": plan.uid, "limits": plan.limits, "cwd": plan.work, "env": plan.env,
+                       "argv": plan.args, "source": INNER_SOURCE,
+                       "cgroup": str(group / "cgroup.procs") if group else None}
+            try:
+                socket.send_fds(conn, [json.dumps(request).encode()], [first, status_out, *stdio])
+            finally:
+                os.close(first)
+            conn.settimeout(60)
+            answer = conn.recv(4096)
+        except (OSError, ValueError, KeyError) as exc:
+            answer = f"error: {exc}".encode()
+        finally:
+            os.close(status_out)
+        if answer != b"ready":
+            box.kill()
+            box.wait()
+            notices.append("the zygote could not start the kernel: "
+                           + _printable(answer.decode(errors="replace")[:300] or "no answer"))
+            return None
+    return box, first_pid
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)
