@@ -42,6 +42,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .hub_service import serve_forever, service_address
+
 SERVICE_NAME = "rbtutor-fetch"
 #: requests with a longer body are refused (413)
 MAX_BODY = 4 * 1024
@@ -266,28 +268,15 @@ def make_app(core: FetchCore, prefix: str):
 
 def main() -> int:
     """Run the service with the configuration the hub passes in the environment."""
-    import asyncio
-    from urllib.parse import urlparse
-
-    from tornado.httpserver import HTTPServer
-
     outbound = Path(os.environ.get("RBTUTOR_OUTBOUND", ""))
     data_file = Path(os.environ.get("RBTUTOR_COURSE_DATA", ""))
     if not outbound.is_absolute() or not data_file.is_file():
         raise SystemExit(f"rbtutor-fetch: RBTUTOR_OUTBOUND must be an absolute path and RBTUTOR_COURSE_DATA a "
                          f"readable file, got {str(outbound)!r} and {str(data_file)!r}")
     core = FetchCore(outbound, data_file, releaser_uids(os.environ.get("RBTUTOR_RELEASERS", "")))
-    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
-    bind = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10102"))
+    prefix, bind = service_address(SERVICE_NAME, "http://127.0.0.1:10102")
     app = make_app(core, prefix)
-
-    async def serve():
-        server = HTTPServer(app, xheaders=True)
-        server.listen(bind.port or 80, bind.hostname or "127.0.0.1")
-        print(f"rbtutor-fetch: serving {prefix} on {bind.geturl()} from {outbound}", flush=True)
-        await asyncio.Event().wait()
-
-    asyncio.run(serve())
+    serve_forever(app, bind, f"rbtutor-fetch: serving {prefix} on {bind.geturl()} from {outbound}")
     return 0
 
 

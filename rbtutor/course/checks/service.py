@@ -43,9 +43,10 @@ closed, which a proxy may report as its own 502 or 503.
 
 Configuration comes from the environment the hub gives the service:
 ``RBTUTOR_COURSE`` (the course folder), ``RBTUTOR_INSTRUCTOR_GROUP`` (default
-``formgrade-rbtutor``) and JupyterHub's own ``JUPYTERHUB_*`` variables. tornado and
-JupyterHub are imported inside :func:`make_app` and :func:`main` only, so that importing
-the package for the core or the hub's configuration does not load them.
+``formgrade-rbtutor``) and JupyterHub's own ``JUPYTERHUB_*`` variables (read, with the
+serving, by :mod:`rbtutor.course.hub_service`). tornado and JupyterHub are imported inside
+:func:`make_app` and :mod:`rbtutor.course.hub_service`'s ``serve_forever`` only, so that
+importing the package for the core or the hub's configuration does not load them.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ import os
 import time
 from pathlib import Path
 
+from ..hub_service import serve_forever, service_address
 from .core import (
     DRAIN_LIMIT,
     INSTRUCTOR_GROUP,
@@ -204,25 +206,12 @@ def make_app(core: CheckCore, prefix: str, instructor_group: str = INSTRUCTOR_GR
 
 def main() -> int:
     """Run the service with the configuration the hub passes in the environment."""
-    import asyncio
-    from urllib.parse import urlparse
-
-    from tornado.httpserver import HTTPServer
-
     course = os.environ.get("RBTUTOR_COURSE")
     if not course or not Path(course).is_dir():
         raise SystemExit(f"rbtutor-check: RBTUTOR_COURSE must name the course folder, got {course!r}")
-    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
-    bind = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
+    prefix, bind = service_address(SERVICE_NAME, "http://127.0.0.1:10101")
     core = CheckCore(course)
     core.settings()  # a broken checks.yaml is said at start-up, in the hub's log
     app = make_app(core, prefix, os.environ.get("RBTUTOR_INSTRUCTOR_GROUP", INSTRUCTOR_GROUP))
-
-    async def serve():
-        server = HTTPServer(app, xheaders=True)
-        server.listen(bind.port or 80, bind.hostname or "127.0.0.1")
-        print(f"rbtutor-check: serving {prefix} on {bind.geturl()} for {course}", flush=True)
-        await asyncio.Event().wait()
-
-    asyncio.run(serve())
+    serve_forever(app, bind, f"rbtutor-check: serving {prefix} on {bind.geturl()} for {course}")
     return 0
