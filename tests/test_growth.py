@@ -173,7 +173,8 @@ def _rows_by_relationships(url: str) -> list[list[str]]:
                 rows.append([sub.student.id, assignment.name, f"{sub.score:g}", f"{sub.max_score:g}",
                              f"to grade ({pending})" if pending else "done", "; ".join(overridden),
                              f"{sub.late_submission_penalty:g}",
-                             f"{sub.score - sub.late_submission_penalty:g}"])
+                             f"{sub.score - sub.late_submission_penalty:g}",
+                             f"{sub.duedate:%Y-%m-%d %H:%M:%S} UTC" if sub.duedate else "", ""])
     return rows
 
 

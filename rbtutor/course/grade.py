@@ -38,6 +38,7 @@ from pathlib import Path
 from ..grading.report import csv_cell, event, record_events, terminal_text
 from ..grading.student_ids import check_id, id_problem
 from ..grading.time_bound import time_bound
+from .late import prepare_deadlines, settle_penalties
 from .layout import CourseLayout
 from .nbgrader import api, owner_check, share_gradebook_engines
 
@@ -65,7 +66,7 @@ def generate(layout: CourseLayout) -> int:
     return 0
 
 
-def export_grades(grader, path: Path) -> list[str]:
+def export_grades(grader, path: Path, late_changes: dict[tuple[str, str], str] | None = None) -> list[str]:
     """One row per student and assignment: the score, its maximum, and the state of the hand grading.
 
     ``written_parts``: ``done`` when every hand-graded part has a grade, else ``to grade (N)``.
@@ -73,6 +74,8 @@ def export_grades(grader, path: Path) -> list[str]:
     as ``grade_id auto->manual``, so that no override goes unseen. Returns those overrides, one
     ``student assignment grade_id auto->manual`` each. Every cell goes through
     :func:`rbtutor.grading.report.csv_cell`, so no cell is read as a formula.
+    ``due``: the student's own due date (with their extension), UTC. ``late_change``: how this
+    run changed the late penalty and why (``late_changes``, :func:`rbtutor.course.late.settle_penalties`).
     """
     changed = []
     import csv
@@ -81,7 +84,7 @@ def export_grades(grader, path: Path) -> list[str]:
         writer = csv.writer(handle)
         # late_penalty, final_score: points taken off for lateness (rbtutor.course.late), score less them
         writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden",
-                         "late_penalty", "final_score"])
+                         "late_penalty", "final_score", "due", "late_change"])
         # sorted here, not by the database: the order must not depend on its collation
         for submission in sorted(_all_submissions(gradebook), key=lambda s: (s.assignment.name, s.student.id)):
             assignment = submission.assignment
@@ -94,7 +97,9 @@ def export_grades(grader, path: Path) -> list[str]:
             row = [submission.student.id, assignment.name, f"{submission.score:g}",
                    f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
                    "; ".join(overridden), f"{submission.late_submission_penalty:g}",
-                   f"{submission.score - submission.late_submission_penalty:g}"]
+                   f"{submission.score - submission.late_submission_penalty:g}",
+                   f"{submission.duedate:%Y-%m-%d %H:%M:%S} UTC" if submission.duedate else "",
+                   (late_changes or {}).get((submission.student.id, assignment.name), "")]
             writer.writerow([csv_cell(cell) for cell in row])
     return changed
 
@@ -570,6 +575,9 @@ def start_run(layout: CourseLayout):
         for student in sorted({s for _, _, s in work}):
             gradebook.update_or_create_student(student)
         class_list = [s.id for s in gradebook.students]
+    # due dates and extensions of exercises/due_dates.yaml, before any penalty is worked out
+    for line in prepare_deadlines(layout, grader, [(a, s) for _, a, s in work]):
+        print(f"due dates: {terminal_text(line)}", flush=True)
     if work:
         store_class_keys(layout, grader, class_list)
     return grader, work, refused
@@ -601,8 +609,15 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
     from ..grading.report import write_integrity_report
 
     status = 1 if failures else 0
+    try:  # every late penalty again, from the current due dates and the final scores
+        late_changes = settle_penalties(layout, grader)
+    except (OSError, ValueError) as exc:
+        print(f"could not work out the late penalties: {terminal_text(exc)}", file=sys.stderr)
+        late_changes, status = {}, 1
+    for (student, assignment), change in sorted(late_changes.items()):
+        print(f"late penalty changed: {terminal_text(student)} {terminal_text(assignment)} {terminal_text(change)}")
     try:
-        changed = export_grades(grader, layout.grades_csv)
+        changed = export_grades(grader, layout.grades_csv, late_changes)
     except (OSError, ValueError) as exc:
         print(f"could not write {layout.grades_csv}: {terminal_text(exc)}", file=sys.stderr)
         changed, status = [], 1
@@ -642,7 +657,11 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
     """Autograde every submission, ``jobs`` at a time (:func:`default_jobs` by default)."""
     from ..grading.sandbox import zygote_running
 
-    grader, work, failures = start_run(layout)
+    try:
+        grader, work, failures = start_run(layout)
+    except ValueError as exc:  # exercises/due_dates.yaml is checked before anything is graded
+        print(f"rbtutor.course grade: {terminal_text(exc)}", file=sys.stderr)
+        return 2
     jobs = jobs or default_jobs()
     count = len(work) + len(failures)
     start = time.perf_counter()

@@ -1,47 +1,84 @@
-"""Due dates and the late policy of a course.
+"""Due dates, extensions and the late policy of a course (the grading run's deadline step).
 
 Due dates. ``exercises/due_dates.yaml`` (optional) maps an assignment to the moment it is
-due, an ISO 8601 date and time with its time zone::
+due, an ISO 8601 date and time with its time zone, or to that moment and the students who
+were given more time::
 
     problem03: 2025-10-06T23:59:00+02:00
-    problem04: 2025-10-13T23:59:00+02:00
+    problem04:
+      due: 2025-10-13T23:59:00+02:00
+      extensions:
+        student1: 2025-10-16T12:00:00+02:00   # a later due date of their own
+        student2: 3d                          # or time added: Nd days, Nh hours
 
-``python -m rbtutor.course generate`` (``make assignments``) writes them into the gradebook
-(:func:`set_due_dates`). When the file exists it is the whole truth: an assignment it does not
-list has no due date. When there is no file, the gradebook's due dates are left as they are (for
-example set with ``nbgrader db assignment add problem03 --duedate=...``).
+:func:`read_due_dates` checks the whole file and refuses, naming the place and what it
+expected: an assignment the course does not have, a time without its zone, a key other than
+``due`` and ``extensions``, a duration that is not a positive ``Nd`` or ``Nh``, a student id
+:func:`rbtutor.grading.student_ids.check_id` refuses, and an extension that ends before the
+assignment's due date.
 
-The late policy. A submission is late when its submission time is after the due date. That
-time is the one the student cannot set: when the exchange entry appeared (the newest ctime of
-the entry and of everything in it), never earlier than the time in the entry's name, kept in
-the receipt ``collect`` writes (:func:`rbtutor.grading.intake.collect`) and put by ``grade``
-into the grader's own copy as the ``timestamp.txt`` nbgrader reads
-(:func:`rbtutor.course.grade.submission_time`). The ``timestamp.txt`` nbgrader's ``submit``
-wrote is only the student's claim: it is kept, compared (``timestamp_mismatch`` in the
-integrity report when it is more than a minute off) and never used. nbgrader then marks a
-late submission late in the gradebook and asks
-the late-penalty plugin, :class:`PercentPerDay`, for each notebook's penalty: a fixed share
-(``PercentPerDay.percent_per_day``, 10 % by default) of the notebook's score for every day
-or part of a day after the due date, never more than the score itself, so a late score is never
-below zero. A course changes the share in its ``nbgrader_config.py``, after ``configure``::
+``python -m rbtutor.course generate`` (``make assignments``) and every grading run
+(``make grade``, :func:`prepare_deadlines`) write the file into the gradebook: the
+assignment's due date, and each submission's ``extension`` (nbgrader's, the time between the
+assignment's due date and the student's own), so nbgrader's ``SubmittedAssignment.duedate``
+is the student's own due date. When the file exists it is the whole truth: an assignment it
+does not list has no due date and a student it does not name has no extension. When there is
+no file, the gradebook's due dates and extensions are left as they are (for example set with
+``nbgrader db assignment add problem03 --duedate=...``). An extension for a student the
+gradebook does not know yet is reported (it takes effect when that student's work is first
+graded), never dropped without a word.
+
+The late policy. A submission is late when its submission time is after the student's own
+due date. That time is the one the student cannot set: when the exchange entry appeared (the
+newest ctime of the entry and of everything in it), never earlier than the time in the entry's
+name, kept in the receipt ``collect`` writes (:func:`rbtutor.grading.intake.collect`) and put
+by ``grade`` into the grader's own copy as the ``timestamp.txt`` nbgrader reads
+(:func:`rbtutor.course.grade.submission_time`), from which nbgrader sets the submission's
+``timestamp``. The ``timestamp.txt`` nbgrader's ``submit`` wrote is only the student's claim: it
+is kept, compared (``timestamp_mismatch`` in the integrity report when it is more than a minute
+off) and never used. The late-penalty plugin, :class:`PercentPerDay`, gives each notebook's
+penalty: a fixed share (``PercentPerDay.percent_per_day``, 10 % by default) of the notebook's
+score for every day or part of a day after the due date, never more than the score itself, so
+a late score is never below zero. A course changes the share in its ``nbgrader_config.py``,
+after ``configure``::
 
     c.PercentPerDay.percent_per_day = 20.0   # 0 marks late submissions without a penalty
+
+Moved deadlines. nbgrader works a penalty out only while it autogrades a notebook, from the
+score of that moment. At the end of every grading run :func:`settle_penalties` works every
+submission's penalties out again from the gradebook as it is then (the due dates and
+extensions of the current file, the trusted submission time, the final scores, hand grades
+included), and compares them with the penalties the gradebook held before the run
+(:func:`prepare_deadlines` keeps those in the course's scratch folder). Each penalty that
+changed is listed with its reason (a moved due date, a new or changed extension, a new
+submission time, a changed score), printed and written to the ``late_change`` column of
+``grades.csv``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
+import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Float
 
+from ..grading.student_ids import check_id
 from .layout import CourseLayout
 
 DAY = 86400.0  # seconds
 
 DUE_DATES = "due_dates.yaml"  # in the course's exercises/ folder
+#: under the course's scratch folder: each submission's penalty and deadline before a grading run
+BEFORE_RUN = "late_before_run.json"
+#: time added by an extension: a positive number of days or hours
+DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([dh])")
+EXAMPLE_TIME = "2025-10-06T23:59:00+02:00"
 
 
 class PercentPerDay(LateSubmissionPlugin):
@@ -70,55 +107,296 @@ class PercentPerDay(LateSubmissionPlugin):
         return penalty
 
 
-def read_due_dates(layout: CourseLayout) -> dict[str, dt.datetime] | None:
-    """The due dates of ``exercises/due_dates.yaml`` as timezone-aware datetimes; None without the file.
+@dataclass(frozen=True)
+class Deadline:
+    """One assignment's due date and the students' own later ones (all timezone-aware)."""
+
+    due: dt.datetime
+    extensions: dict[str, dt.datetime] = field(default_factory=dict)
+
+    def of(self, student: str) -> dt.datetime:
+        """``student``'s own due date: their extension, else the assignment's."""
+        return self.extensions.get(student, self.due)
+
+
+def _time(value, where: str) -> dt.datetime:
+    """A timezone-aware datetime from YAML (a timestamp or an ISO text); ValueError otherwise."""
+    when = value
+    if isinstance(when, str):
+        try:
+            when = dt.datetime.fromisoformat(when)
+        except ValueError:
+            when = None
+    if not isinstance(when, dt.datetime) or when.tzinfo is None:
+        raise ValueError(f"expected {where} as a date and time with its time zone, such as {EXAMPLE_TIME}, "
+                         f"got {value!r}")
+    return when
+
+
+def _extension(value, due: dt.datetime, where: str) -> dt.datetime:
+    """The own due date an extension entry gives: a time, or ``Nd``/``Nh`` added to ``due``."""
+    match = DURATION.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match:
+        amount = float(match.group(1))
+        if amount <= 0:
+            raise ValueError(f"expected {where} as a positive number of days or hours (3d, 12h), got {value!r}")
+        return due + dt.timedelta(**{"days" if match.group(2) == "d" else "hours": amount})
+    if isinstance(value, str) and not value[:4].isdigit():
+        raise ValueError(f"expected {where} as a later date and time with its time zone ({EXAMPLE_TIME}) or "
+                         f"time added as Nd or Nh (3d, 12h), got {value!r}")
+    when = _time(value, where)
+    if when < due:
+        raise ValueError(f"expected {where} no earlier than the due date {due.isoformat()}, got {when.isoformat()}")
+    return when
+
+
+def _deadline(name: str, value) -> Deadline:
+    """One assignment's entry of the file: a time, or ``{due: time, extensions: {student: time or Nd}}``."""
+    if not isinstance(value, dict):
+        return Deadline(_time(value, f"{name}'s due date"))
+    unknown = sorted(set(map(str, value)) - {"due", "extensions"})
+    if unknown or "due" not in value:
+        raise ValueError(f"expected {name} to have the keys due and (optionally) extensions, got "
+                         f"{', '.join(map(str, value)) or 'none'}")
+    due = _time(value["due"], f"{name}'s due date")
+    extensions = value.get("extensions") or {}
+    if not isinstance(extensions, dict):
+        raise ValueError(f"expected {name}'s extensions as a mapping of student id to a time or Nd, got "
+                         f"{type(extensions).__name__} {extensions!r}")
+    own = {}
+    for student, until in extensions.items():
+        try:
+            check_id(student)
+        except ValueError as exc:
+            raise ValueError(f"{name}'s extensions: {exc}") from None
+        own[student] = _extension(until, due, f"{name}'s extension for {student}")
+    return Deadline(due, own)
+
+
+def parse_due_dates(path: Path, known: list[str] | None = None) -> dict[str, Deadline] | None:
+    """The deadlines of the due-dates file ``path``; None when there is no file.
+
+    ``known``, when given, are the course's assignments: any other name is an error.
 
     Raises
     ------
     ValueError
-        The file names an assignment the course does not have, or a date that is not a date
-        and time with its time zone.
+        Anything in the file that is not one of its two forms (see the module docstring).
     """
     import yaml
 
-    path = Path(layout.exercises) / DUE_DATES
+    path = Path(path)
     if not path.is_file():
         return None
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of assignment to due date, got {type(raw).__name__}")
-    known = set(layout.assignments())
-    due = {}
-    for name, when in raw.items():
-        if name not in known:
-            raise ValueError(f"{path}: no assignment {name!r} in {layout.exercises}")
-        if isinstance(when, str):
-            try:
-                when = dt.datetime.fromisoformat(when)
-            except ValueError:
-                when = None
-        if not isinstance(when, dt.datetime) or when.tzinfo is None:
-            raise ValueError(f"{path}: expected {name}'s due date as a date and time with its time zone, "
-                             f"such as 2025-10-06T23:59:00+02:00, got {raw[name]!r}")
-        due[name] = when
-    return due
+    deadlines = {}
+    for name, value in raw.items():
+        if known is not None and name not in known:
+            raise ValueError(f"{path}: no assignment {name!r} in {path.parent}")
+        try:
+            deadlines[str(name)] = _deadline(str(name), value)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    return deadlines
 
 
-def set_due_dates(layout: CourseLayout, grader) -> list[str]:
-    """Write the due dates of ``exercises/due_dates.yaml`` into the gradebook; one line per assignment.
+def read_due_dates(layout: CourseLayout) -> dict[str, Deadline] | None:
+    """The deadlines of ``exercises/due_dates.yaml``, checked against the course; None without the file."""
+    return parse_due_dates(Path(layout.exercises) / DUE_DATES, known=list(layout.assignments()))
+
+
+def own_due_date(path: Path, assignment: str, student: str) -> tuple[dt.datetime | None, bool]:
+    """``student``'s own due date of ``assignment`` in the due-dates file ``path`` (None: it has none),
+    and whether it is an extension."""
+    deadline = (parse_due_dates(path) or {}).get(assignment)
+    if deadline is None:
+        return None, False
+    return deadline.of(student), student in deadline.extensions
+
+
+def _utc(when: dt.datetime | None) -> dt.datetime | None:
+    """The naive UTC time the gradebook stores (nbgrader compares it with the submission's)."""
+    return when.astimezone(dt.UTC).replace(tzinfo=None) if when else None
+
+
+def set_due_dates(layout: CourseLayout, grader, handing_in: list[tuple[str, str]] = ()) -> list[str]:
+    """Write ``exercises/due_dates.yaml`` into the gradebook; one line per assignment and per note.
 
     ``grader`` is the course's ``NbGraderAPI``. Nothing is changed when there is no file.
-    Assignments not yet in the gradebook are created there (as ``generate`` would).
+    Assignments not yet in the gradebook are created there (as ``generate`` would). Every
+    submission gets its extension (or none); ``handing_in``, pairs ``(assignment, student)``
+    about to be graded for the first time, get their submission row made first, so that their
+    first grading already sees their own due date.
     """
-    due = read_due_dates(layout)
-    if due is None:
+    deadlines = read_due_dates(layout)
+    if deadlines is None:
         return []
     lines = []
     with grader.gradebook as gradebook:
+        students = {s.id for s in gradebook.students}
         for name in layout.assignments():
-            when = due.get(name)
-            # the gradebook stores naive UTC (nbgrader compares it with the submission's UTC time)
-            utc = when.astimezone(dt.UTC).replace(tzinfo=None) if when else None
-            gradebook.update_or_create_assignment(name, duedate=utc)
-            lines.append(f"{name}: due {when.isoformat()}" if when else f"{name}: no due date")
+            deadline = deadlines.get(name)
+            gradebook.update_or_create_assignment(name, duedate=_utc(deadline.due) if deadline else None)
+            lines.append(f"{name}: due {deadline.due.isoformat()}" if deadline else f"{name}: no due date")
+            for student in sorted(deadline.extensions if deadline else ()):
+                note = "" if student in students else " (no such student in the gradebook yet)"
+                lines.append(f"{name}: {student} due {deadline.extensions[student].isoformat()}{note}")
+        for name, student in handing_in:
+            if name in deadlines and student in deadlines[name].extensions and student in students:
+                gradebook.update_or_create_submission(name, student)
+        for submission in gradebook.db.query(_submission_class()).all():
+            deadline = deadlines.get(submission.assignment.name)
+            own = deadline.extensions.get(submission.student.id) if deadline else None
+            submission.extension = _utc(own) - _utc(deadline.due) if own else None
+        gradebook.db.commit()
     return lines
+
+
+def _submission_class():
+    from nbgrader.api import SubmittedAssignment
+
+    return SubmittedAssignment
+
+
+# ----------------------------------------------------------------------------- a grading run's penalties
+
+
+def _state(submission) -> dict:
+    """What a submission's penalty depends on, and the penalty itself, as JSON-ready text and numbers."""
+    def text(when):
+        return when.isoformat(sep=" ") + " UTC" if when else None
+
+    return {"penalty": float(submission.late_submission_penalty or 0.0), "score": float(submission.score or 0.0),
+            "due": text(submission.assignment.duedate), "own_due": text(submission.duedate),
+            "extension": submission.extension is not None, "submitted": text(submission.timestamp)}
+
+
+def _states(grader) -> dict[str, dict]:
+    """:func:`_state` of every submission of the gradebook, keyed ``student/assignment``."""
+    with grader.gradebook as gradebook:
+        return {f"{s.student.id}/{s.assignment.name}": _state(s)
+                for s in gradebook.db.query(_submission_class()).all()}
+
+
+def prepare_deadlines(layout: CourseLayout, grader, handing_in: list[tuple[str, str]]) -> list[str]:
+    """Before a grading run: keep every submission's penalty and deadline (for :func:`settle_penalties`),
+    then write the current due dates and extensions into the gradebook (:func:`set_due_dates`).
+
+    Raises
+    ------
+    ValueError
+        The due-dates file is not valid: nothing is graded until it is.
+    """
+    deadlines = read_due_dates(layout)  # checked before anything changes
+    layout.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    before = layout.scratch / BEFORE_RUN
+    before.write_text(json.dumps(_states(grader), indent=1))
+    os.chmod(before, 0o600)
+    return set_due_dates(layout, grader, handing_in) if deadlines is not None else []
+
+
+def late_plugin(grader) -> LateSubmissionPlugin:
+    """The course's late-penalty plugin (``c.AssignLatePenalties.plugin_class``), configured as nbgrader would."""
+    from traitlets.utils.importstring import import_item
+
+    section = grader.config.AssignLatePenalties
+    cls = section.plugin_class if "plugin_class" in section else PercentPerDay
+    cls = import_item(cls) if isinstance(cls, str) else cls
+    return cls(config=grader.config)
+
+
+def _notebook_penalty(plugin, student: str, notebook, seconds_late: float) -> float | None:
+    """One notebook's penalty as nbgrader's ``AssignLatePenalties`` gives it: the plugin's, kept in [0, score]."""
+    if seconds_late <= 0:
+        return None
+    penalty = plugin.late_submission_penalty(student, notebook.score, seconds_late)
+    return None if penalty is None else min(max(penalty, 0.0), notebook.score)
+
+
+def _why(old: dict, new: dict) -> str:
+    """Why a penalty changed, from what it depended on before and after."""
+    reasons = []
+    if old["due"] != new["due"]:
+        reasons.append(f"due date moved from {old['due']} to {new['due']}")
+    if old["own_due"] != new["own_due"] and new["extension"]:
+        reasons.append(f"extension to {new['own_due']}")
+    elif old["extension"] and not new["extension"]:
+        reasons.append("extension removed")
+    if old["submitted"] != new["submitted"]:
+        reasons.append(f"submitted at {new['submitted']} (was {old['submitted']})")
+    if old["score"] != new["score"]:
+        reasons.append(f"score {old['score']:g} -> {new['score']:g}")
+    return "; ".join(reasons) or "late policy changed"
+
+
+def settle_penalties(layout: CourseLayout, grader) -> dict[tuple[str, str], str]:
+    """After a grading run: every submission's late penalty worked out again, and those that changed.
+
+    Each notebook's penalty comes from the course's plugin (:func:`late_plugin`), the
+    submission's trusted time and the student's own due date (nbgrader's ``duedate``, the
+    assignment's plus the extension), and the notebook's score as it is now. Returns
+    ``{(student, assignment): "old -> new: why"}`` for every penalty that differs from the one
+    the gradebook held before the run (:func:`prepare_deadlines`); a submission graded for the
+    first time is not a change.
+    """
+    plugin = late_plugin(grader)
+    with grader.gradebook as gradebook:
+        for submission in gradebook.db.query(_submission_class()).all():
+            late = submission.total_seconds_late
+            for notebook in submission.notebooks:
+                notebook.late_submission_penalty = _notebook_penalty(plugin, submission.student.id, notebook, late)
+        gradebook.db.commit()
+    path = layout.scratch / BEFORE_RUN
+    try:
+        before = json.loads(path.read_text())
+    except FileNotFoundError:
+        before = {}
+    except ValueError as exc:
+        raise ValueError(f"expected {path} to be JSON, got {exc}") from None
+    changes = {}
+    for key, new in _states(grader).items():
+        old = before.get(key)
+        if old is not None and not math.isclose(old["penalty"], new["penalty"], abs_tol=1e-9):
+            student, assignment = key.split("/", 1)
+            changes[(student, assignment)] = f"{old['penalty']:g} -> {new['penalty']:g}: {_why(old, new)}"
+    path.unlink(missing_ok=True)
+    return changes
+
+
+# ----------------------------------------------------------------------------- the student's notebook
+
+#: how the opening cell of a student's fetched notebook starts its due-date line
+DUE_LINE = "**Due:**"
+
+
+def due_line(when: dt.datetime, extended: bool) -> str:
+    """The line of the opening cell that gives the student their own due date."""
+    stamp = when.strftime("%A %d %B %Y, %H:%M") + f" ({when.strftime('%z')[:3]}:{when.strftime('%z')[3:]})"
+    return f"{DUE_LINE} {stamp}" + (", your extended due date." if extended else ".")
+
+
+def show_due_date(nb, when: dt.datetime | None, extended: bool = False) -> bool:
+    """Put ``when`` into the opening markdown cell of ``nb`` (after its heading), in place.
+
+    A due-date line already there is replaced (or removed when ``when`` is None). Returns whether
+    the cell changed. The cell is the notebook's first markdown cell; it carries no nbgrader
+    checksum, so Validate is unaffected.
+    """
+    cell = next((c for c in nb.cells if c.cell_type == "markdown"), None)
+    if cell is None:
+        return False
+    lines = cell.source.split("\n")
+    for k, line in enumerate(lines):
+        if line.startswith(DUE_LINE):  # an earlier due-date line goes, with the blank line after it
+            del lines[k:k + (2 if lines[k + 1:k + 2] == [""] else 1)]
+            break
+    if when is not None:
+        heading = lines[0].startswith("#")
+        at = (2 if lines[1:2] == [""] else 1) if heading else 0
+        lines[at:at] = [due_line(when, extended), ""]
+    source = "\n".join(lines)
+    changed = source != cell.source
+    cell.source = source
+    return changed

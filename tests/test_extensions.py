@@ -1,0 +1,224 @@
+"""Extensions and moved deadlines (rbtutor.course.late, the deadline step of a grading run).
+
+A class of three hands Problem 3 in: ``early`` before the due date, ``extended`` and
+``classmate`` at the same moment after it, ``extended`` with an extension in
+``exercises/due_dates.yaml``. Graded for real: the extended student is not penalised, the
+classmate is. Then the deadline moves and the extension changes, ``grade`` runs again, and
+every penalty follows the new file, grades.csv naming each change and its reason. The
+expected penalties are worked out here from the times and the policy of
+:class:`rbtutor.course.late.PercentPerDay`, never written down. The file's checks, the
+gradebook's per-submission extension and the student's own due date in the opening cell of
+the fetched notebook are tested too.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import math
+import re
+
+import nbformat
+import pytest
+from test_assignments import ROOT, answered, exchange_config, run_course, submit_as
+from test_late import course_with
+
+from rbtutor.course import api
+from rbtutor.course.late import DUE_LINE, parse_due_dates, read_due_dates, show_due_date
+from rbtutor.course.layout import CourseLayout
+
+NAME = "problem03"
+PERCENT = 20.0
+DUE = dt.datetime.fromisoformat("2030-03-01T12:00:00+01:00")
+HANDED_IN = {  # when each entry appeared, as its name says (UTC)
+    "early": dt.datetime(2030, 3, 1, 10, 0, tzinfo=dt.UTC),
+    "extended": dt.datetime(2030, 3, 3, 12, 0, tzinfo=dt.UTC),
+    "classmate": dt.datetime(2030, 3, 3, 12, 0, tzinfo=dt.UTC),
+}
+FIRST = f"""{NAME}:
+  due: {DUE.isoformat()}
+  extensions:
+    extended: 3d
+    ghost: 2030-03-05T12:00:00+01:00
+"""
+MOVED_DUE = DUE + dt.timedelta(days=1)
+MOVED_EXTENSION = dt.datetime.fromisoformat("2030-03-03T12:30:00+01:00")  # 30 min before it was handed in
+MOVED = f"""{NAME}:
+  due: {MOVED_DUE.isoformat()}
+  extensions: {{extended: {MOVED_EXTENSION.isoformat()}}}
+"""
+
+
+def expected_penalty(score: float, handed_in: dt.datetime, due: dt.datetime) -> float:
+    """The policy of PercentPerDay: PERCENT % of the score per started day late, at most the score."""
+    late = (handed_in - due).total_seconds()
+    if late <= 0:
+        return 0.0
+    return min(score, score * math.ceil(late / 86400) * PERCENT / 100)
+
+
+def rows(course) -> dict[str, dict]:
+    with (course / "grades.csv").open() as handle:
+        return {r["student"]: r for r in csv.DictReader(handle)}
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    """The class graded once under FIRST; returns the course, the first grading's rows and its output."""
+    if not (ROOT / "exercises" / NAME).is_dir():
+        pytest.skip("Problem 3 is not among the assignments")
+    course = course_with(tmp_path_factory.mktemp("extensions"), FIRST)
+    with (course / "nbgrader_config.py").open("a") as config:
+        config.write(f"\nget_config().PercentPerDay.percent_per_day = {PERCENT}  # noqa: F821\n")
+    generated = run_course(course, "generate")
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    assert api(course).release_assignment(NAME)["success"]
+    source = course / "exercises" / NAME / f"{NAME}.ipynb"
+    inbound = course / "exchange" / "rbtutor" / "inbound"
+    for student, when in HANDED_IN.items():
+        submit_as(course, student, NAME, lambda nb: answered(nb, source))
+        (entry,) = inbound.glob(f"{student}+{NAME}+*")
+        stamp = when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+        entry.rename(inbound / f"{student}+{NAME}+{stamp}+{entry.name.rsplit('+', 1)[1]}")
+    taken = run_course(course, "collect", NAME)
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    result = run_course(course, "grade")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return course, rows(course), result.stdout
+
+
+def test_the_extended_student_is_not_penalised_and_the_classmate_is(graded_class):
+    course, first, _ = graded_class
+    score = float(first["classmate"]["score"])
+    assert score > 0 and float(first["extended"]["score"]) == score == float(first["early"]["score"])
+    assert float(first["extended"]["late_penalty"]) == expected_penalty(score, HANDED_IN["extended"],
+                                                                         DUE + dt.timedelta(days=3)) == 0
+    classmate = expected_penalty(score, HANDED_IN["classmate"], DUE)
+    assert classmate > 0
+    assert float(first["classmate"]["late_penalty"]) == pytest.approx(classmate, abs=1e-4)
+    assert float(first["classmate"]["final_score"]) == pytest.approx(score - classmate, abs=1e-4)
+    assert float(first["early"]["late_penalty"]) == 0
+    assert not any(r["late_change"] for r in first.values())  # graded for the first time: no change
+
+
+def test_each_student_s_own_due_date_is_in_the_gradebook_and_grades_csv(graded_class):
+    course, first, _ = graded_class
+    with api(course).gradebook as gradebook:
+        extended = gradebook.find_submission(NAME, "extended")
+        classmate = gradebook.find_submission(NAME, "classmate")
+        assert extended.extension == dt.timedelta(days=3) and classmate.extension is None
+        utc = DUE.astimezone(dt.UTC).replace(tzinfo=None)
+        assert (extended.duedate, classmate.duedate) == (utc + dt.timedelta(days=3), utc)
+    assert first["extended"]["due"] == f"{DUE.astimezone(dt.UTC) + dt.timedelta(days=3):%Y-%m-%d %H:%M:%S} UTC"
+    assert first["classmate"]["due"] == f"{DUE.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def test_an_extension_for_a_student_not_in_the_gradebook_is_reported(graded_class):
+    *_, output = graded_class
+    assert "ghost due 2030-03-05T12:00:00+01:00 (no such student in the gradebook yet)" in output
+
+
+def test_a_moved_deadline_changes_the_penalties_of_graded_work(graded_class, tmp_path):
+    import shutil
+
+    course = tmp_path / "course"
+    shutil.copytree(graded_class[0], course, symlinks=True)
+    (course / "exercises" / "due_dates.yaml").write_text(MOVED)
+    result = run_course(course, "grade")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    before, after = graded_class[1], rows(course)
+    score = float(after["classmate"]["score"])
+    for student, own_due in (("classmate", MOVED_DUE), ("extended", MOVED_EXTENSION), ("early", MOVED_DUE)):
+        old, new = float(before[student]["late_penalty"]), expected_penalty(score, HANDED_IN[student], own_due)
+        assert float(after[student]["late_penalty"]) == pytest.approx(new, abs=1e-4), student
+        if math.isclose(old, new):
+            assert after[student]["late_change"] == "", student
+        else:
+            assert after[student]["late_change"].startswith(f"{old:g} -> {new:g}: "), after[student]
+            assert f"late penalty changed: {student} {NAME} {old:g} -> {new:g}" in result.stdout
+    assert float(after["extended"]["late_penalty"]) > 0  # handed in after the new, earlier extension
+    assert "due date moved from 2030-03-01 11:00:00 UTC to 2030-03-02 11:00:00 UTC" in after["classmate"]["late_change"]
+    assert "extension to 2030-03-03 11:30:00 UTC" in after["extended"]["late_change"]
+
+
+def fetch_with_due_dates(course, student: str):
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+
+    from rbtutor.course.personal import PersonalFetchAssignment
+
+    home = course.parent / "fetched" / student
+    home.mkdir(parents=True)
+    config = exchange_config(course, home)
+    config.PersonalFetchAssignment.due_dates_file = str(course / "exercises" / "due_dates.yaml")
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id, coursedir.student_id = NAME, student
+    PersonalFetchAssignment(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
+    return nbformat.read(home / NAME / f"{NAME}.ipynb", as_version=4)
+
+
+def test_the_fetched_notebook_shows_the_student_s_own_due_date(graded_class):
+    course = graded_class[0]
+    own = DUE + dt.timedelta(days=3)
+    extended = fetch_with_due_dates(course, "extended").cells[0].source
+    classmate = fetch_with_due_dates(course, "classmate").cells[0].source
+    for text, when, note in ((extended, own, "your extended due date"), (classmate, DUE, None)):
+        (line,) = [x for x in text.split("\n") if x.startswith(DUE_LINE)]
+        assert when.strftime("%d %B %Y, %H:%M") in line and "(+01:00)" in line, line
+        assert (note in line) if note else ("extended" not in line)
+    assert text.startswith("# Problem 3")  # after the heading, the rest unchanged
+
+
+def test_the_due_date_line_is_replaced_and_removed_cleanly():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title\n\nText.")])
+    assert show_due_date(nb, DUE) and nb.cells[0].source.count(DUE_LINE) == 1
+    assert show_due_date(nb, DUE + dt.timedelta(days=1), extended=True)
+    assert nb.cells[0].source.count(DUE_LINE) == 1 and "extended" in nb.cells[0].source
+    assert show_due_date(nb, None) and nb.cells[0].source == "# Title\n\nText."
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{s1: 2030-02-28T12:00:00+01:00}}}}\n",
+     re.escape("expected problem03's extension for s1 no earlier than the due date 2030-03-01T12:00:00+01:00, "
+               "got 2030-02-28T12:00:00+01:00")),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, deadline: 2030-03-02T12:00:00+01:00}}\n",
+     re.escape("expected problem03 to have the keys due and (optionally) extensions, got due, deadline")),
+    (f"{NAME}: {{extensions: {{s1: 3d}}}}\n", "expected problem03 to have the keys due"),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{s1: 3 days}}}}\n",
+     "expected problem03's extension for s1 as a later date and time .* or time added as Nd or Nh .* got '3 days'"),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{s1: 0d}}}}\n",
+     "expected problem03's extension for s1 as a positive number of days or hours"),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{s1: 3}}}}\n",
+     "expected problem03's extension for s1 as a date and time with its time zone.* got 3"),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{'../s1': 3d}}}}\n",
+     r"problem03's extensions: expected a student id, got '\.\./s1'"),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{reference: 3d}}}}\n",
+     "problem03's extensions: expected a student id, got 'reference'"),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00, extensions: {{s1: 3d}}}}\n",
+     "expected problem03's due date as a date and time with its time zone"),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{s1: 2030-03-05T12:00:00}}}}\n",
+     "expected problem03's extension for s1 as a date and time with its time zone"),
+    (f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: [s1]}}\n",
+     "expected problem03's extensions as a mapping of student id"),
+])
+def test_bad_extensions_are_refused(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        read_due_dates(CourseLayout(course_with(tmp_path, text)))
+
+
+def test_a_bad_file_stops_grading_before_anything_is_graded(tmp_path):
+    course = course_with(tmp_path, f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{s1: soon}}}}\n")
+    result = run_course(course, "grade")
+    assert result.returncode == 2 and "got 'soon'" in result.stderr, result.stdout + result.stderr
+    assert not (course / "grades.csv").exists()
+
+
+def test_both_forms_and_both_durations(tmp_path):
+    path = tmp_path / "due_dates.yaml"
+    path.write_text(f"{NAME}: 2030-03-01T12:00:00+01:00\nproblem04:\n  due: 2030-03-08T12:00:00+01:00\n"
+                    "  extensions: {s1: 36h, s2: 1.5d, s3: 2030-03-09T00:00:00Z}\n")
+    deadlines = parse_due_dates(path)
+    assert deadlines[NAME].due == DUE and deadlines[NAME].extensions == {}
+    later = deadlines["problem04"]
+    assert later.of("s1") == later.of("s2") == later.due + dt.timedelta(hours=36)
+    assert later.of("s3") == dt.datetime(2030, 3, 9, tzinfo=dt.UTC) and later.of("s4") == later.due
