@@ -26,10 +26,17 @@ the Unix user name, or ``JUPYTERHUB_USER`` in a ``jovyan`` container), so the nu
 fetched and the key graded belong to the same id. The variant is deterministic, so a
 re-fetch, a restart or another machine give the same numbers. Notebooks that were
 already there before the fetch (``replace_missing_files``) are left alone.
+
+With ``due_dates_file`` (the course's ``exercises/due_dates.yaml``) the opening cell of each
+fetched notebook also gives the student their own due date, their extension when they have
+one (:func:`rbtutor.course.late.show_due_date`); the file names every extended student, so
+it is for a fetch that runs with the instructor's rights (the hub's fetch service), not for
+a file every student can read.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from pathlib import Path
@@ -51,8 +58,12 @@ def student_id_of(coursedir) -> str:
     return given if given != "*" else get_username()
 
 
-def personalise_notebook(nb, data: dict, student_id: str, name: str = "the notebook") -> bool:
+def personalise_notebook(nb, data: dict | None, student_id: str, name: str = "the notebook",
+                         due: tuple[dt.datetime | None, bool] | None = None) -> bool:
     """Rewrite the ``problem_data`` cells of the notebook node ``nb`` with ``student_id``'s variant, in place.
+
+    ``data`` None leaves the numbers alone. ``due``, ``(own due date, whether extended)``,
+    puts that date into the opening cell (:func:`rbtutor.course.late.show_due_date`).
 
     Returns whether the notebook had such a cell (and was rewritten). The problem number
     comes from the cell's own first line (``# Problem N data ...``, as rendered); ``name``
@@ -66,10 +77,11 @@ def personalise_notebook(nb, data: dict, student_id: str, name: str = "the noteb
     from nbgrader.utils import compute_checksum
 
     from ..problems.variants import variant
+    from .late import show_due_date
 
     done = False
-    own = variant(data, student_id)
-    for cell in nb.cells:
+    own = variant(data, student_id) if data is not None else {}
+    for cell in nb.cells if data is not None else ():
         meta = cell.get("metadata", {}).get("nbgrader")
         if not isinstance(meta, dict) or meta.get("grade_id") != DATA_ID:
             continue
@@ -82,15 +94,18 @@ def personalise_notebook(nb, data: dict, student_id: str, name: str = "the noteb
         done = True
     if done:
         fill_markdown(nb, own)  # the text that quotes the numbers quotes the student's own
+    if due is not None and due[0] is not None:
+        done = show_due_date(nb, *due) or done
     return done
 
 
-def personalise(path: Path, data: dict, student_id: str) -> bool:
+def personalise(path: Path, data: dict | None, student_id: str,
+                due: tuple[dt.datetime | None, bool] | None = None) -> bool:
     """:func:`personalise_notebook` on the notebook file ``path``, written back when it changed."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    done = personalise_notebook(nb, data, student_id, name=str(path))
+    done = personalise_notebook(nb, data, student_id, name=str(path), due=due)
     if done:
         nbformat.write(nb, path)
     return done
@@ -102,19 +117,25 @@ class PersonalFetchAssignment(ExchangeFetchAssignment):
     data_file = Unicode("", help="the course's problem data (YAML merged over the reference data, with "
                         "'variants: {per_student: true}' to switch variants on); empty: the reference data, "
                         "without variants").tag(config=True)
+    due_dates_file = Unicode("", help="the course's exercises/due_dates.yaml: the opening cell then gives the "
+                             "student their own due date; empty: no due date shown").tag(config=True)
 
     def copy_files(self):
         before = set(self._notebooks()) if os.path.isdir(self.dest_path) else set()
         super().copy_files()
         from ..problems.variants import load_course_data, per_student
+        from .late import own_due_date
 
         data = load_course_data(self.data_file or None)
-        if not per_student(data):
+        data = data if per_student(data) else None
+        if data is None and not self.due_dates_file:
             return
         student = student_id_of(self.coursedir)
+        due = own_due_date(Path(self.due_dates_file), self.coursedir.assignment_id, student) \
+            if self.due_dates_file else None
         for path in sorted(set(self._notebooks()) - before):
-            if personalise(path, data, student):
-                self.log.info("Data cell of %s: the numbers of %s", path.name, student)
+            if personalise(path, data, student, due=due):
+                self.log.info("Data cell and due date of %s: those of %s", path.name, student)
 
     def _notebooks(self):
         return [p for p in Path(self.dest_path).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
