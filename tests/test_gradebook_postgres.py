@@ -149,3 +149,53 @@ def test_gradebooks_share_one_engine_per_database(backend, request, tmp_path, mo
     other = f"sqlite:///{tmp_path / 'other.db'}"
     with Gradebook(other, course_id="rbtutor") as elsewhere:
         assert elsewhere.engine is not engine and elsewhere.students == []
+
+
+def test_export_and_class_report_read_the_postgresql_gradebook(collected, postgres_server, tmp_path):  # noqa: F811
+    """A class graded into PostgreSQL: the Canvas file and the class report show its final scores."""
+    import csv
+    import statistics
+
+    from nbgrader.api import Gradebook
+    from test_class_report import parse
+
+    url = postgres_server.create_database("export_report")
+    env = {**os.environ, "RBTUTOR_GRADEBOOK": url}
+    course = tmp_path / "course"
+    shutil.copytree(collected, course, ignore=shutil.ignore_patterns("gradebook.db*"))
+
+    def course_command(*args):
+        result = subprocess.run([sys.executable, "-m", "rbtutor.course", "--root", str(course), *args], env=env,
+                                capture_output=True, text=True, timeout=900)
+        return result, result.stdout[-2000:] + result.stderr[-2000:]
+
+    for command in (("generate",), ("grade",)):
+        result, output = course_command(*command)
+        assert result.returncode == 0, output
+    assert not (course / "gradebook.db").exists(), "graded into SQLite, not PostgreSQL"
+    with Gradebook(url, course_id="rbtutor") as gradebook:
+        final = {s.student.id: s.score - s.late_submission_penalty for s in gradebook.find_assignment(NAME).submissions}
+        pending = {s.student.id for s in gradebook.find_assignment(NAME).submissions if s.needs_manual_grade}
+    assert sorted(final) == ["ann", "ben", "cat"] and final["ann"] > final["ben"]
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,email,lms_id,sis_user_id,sis_login_id,section\n"
+                      + "".join(f"{s},{s.title()} Test,{s}@uni.test,{100 + k},S{k},{s}.t,A\n"
+                                for k, s in enumerate(sorted(final))))
+    out = tmp_path / "canvas.csv"
+    result, output = course_command("export", "--to", "canvas", "--roster", str(roster), "--out", str(out))
+    assert result.returncode == 0, output
+    rows = list(csv.reader(out.open(newline="", encoding="utf-8")))
+    cells = {row[0].split()[0].lower(): row[rows[0].index(NAME)] for row in rows[2:]}
+    for student, score in final.items():  # a submission with written parts to grade is left empty
+        assert cells[student] == ("" if student in pending else f"{score:g}"), (student, cells)
+    assert pending != set(final), "expected some final scores in the file, not only empty cells"
+
+    result, output = course_command("report")
+    assert result.returncode == 0, output
+    page = parse((course / "report" / "index.html").read_text(encoding="utf-8"))
+    scores = list(final.values())
+    expected = (f"Histogram of final scores for {NAME}: {len(scores)} students graded, median "
+                f"{statistics.median(scores):.4g}")
+    assert any(image["alt"].startswith(expected) for image in page.images), [i["alt"] for i in page.images]
+    assert len(page.images) == 2 and f"Parts of {NAME}" in page.tables
