@@ -222,3 +222,30 @@ def test_both_forms_and_both_durations(tmp_path):
     later = deadlines["problem04"]
     assert later.of("s1") == later.of("s2") == later.due + dt.timedelta(hours=36)
     assert later.of("s3") == dt.datetime(2030, 3, 9, tzinfo=dt.UTC) and later.of("s4") == later.due
+
+
+def test_the_hub_fetch_service_shows_the_own_due_date(tmp_path):
+    """The hub's fetch (rbtutor.course.fetch_service) puts each student's own due date in, variants on or off."""
+    import json
+    import os
+
+    from rbtutor.course.fetch_service import FetchCore
+
+    released = tmp_path / "exchange" / "outbound" / NAME
+    released.mkdir(parents=True)
+    for folder in (released, released.parent, released.parent.parent):
+        folder.chmod(0o755)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Problem 3\n\nText.")])
+    nbformat.write(nb, released / f"{NAME}.ipynb")
+    due_dates = tmp_path / "due_dates.yaml"
+    due_dates.write_text(FIRST)
+    data_file = tmp_path / "problem_data.yaml"
+    data_file.write_text("variants: {per_student: false}\n")
+    core = FetchCore(released.parent, data_file, frozenset({os.getuid()}), due_dates)
+    request = json.dumps({"assignment": NAME, "notebook": f"{NAME}.ipynb"}).encode()
+    own = {s: core.personalised(s, request)["cells"][0]["source"] for s in ("extended", "classmate")}
+    assert (DUE + dt.timedelta(days=3)).strftime("%d %B %Y, %H:%M") in own["extended"]
+    assert "your extended due date" in own["extended"]
+    assert DUE.strftime("%d %B %Y, %H:%M") in own["classmate"] and "extended" not in own["classmate"]
+    without = FetchCore(released.parent, data_file, frozenset({os.getuid()}))
+    assert DUE_LINE not in without.personalised("classmate", request)["cells"][0]["source"]

@@ -29,7 +29,9 @@ link, is not owned by the instructors or root, or is writable by others (409).
 Configuration comes from the environment the hub gives the service: ``RBTUTOR_OUTBOUND`` (the
 exchange's ``<course>/outbound`` folder), ``RBTUTOR_COURSE_DATA`` (the course data file),
 ``RBTUTOR_RELEASERS`` (comma-separated accounts whose files in the exchange are trusted,
-besides root) and JupyterHub's own ``JUPYTERHUB_*`` variables.
+besides root), ``RBTUTOR_DUE_DATES`` (optional: the course's ``exercises/due_dates.yaml``; the
+opening cell then gives the student their own due date, :func:`rbtutor.course.late.show_due_date`)
+and JupyterHub's own ``JUPYTERHUB_*`` variables.
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ class FetchCore:
     outbound: Path
     data_file: Path
     releasers: frozenset[int]
+    due_dates: Path | None = None  # the course's exercises/due_dates.yaml, when due dates are shown
 
     def personalised(self, student: str, body: bytes) -> dict:
         """The notebook the request in ``body`` names, with ``student``'s numbers, as a JSON-ready dict."""
@@ -171,9 +174,12 @@ class FetchCore:
             nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
         except (UnicodeDecodeError, ValueError) as exc:
             raise FetchRefused(409, f"the released notebook {'/'.join(parts)} is not a notebook: {exc}") from None
+        from .late import own_due_date
+
         data = load_course_data(self.data_file)
-        if per_student(data):
-            personalise_notebook(nb, data, student, name="/".join([assignment, *parts]))
+        due = own_due_date(self.due_dates, assignment, student) if self.due_dates else None
+        personalise_notebook(nb, data if per_student(data) else None, student,
+                             name="/".join([assignment, *parts]), due=due)
         return nb
 
 
@@ -273,7 +279,9 @@ def main() -> int:
     if not outbound.is_absolute() or not data_file.is_file():
         raise SystemExit(f"rbtutor-fetch: RBTUTOR_OUTBOUND must be an absolute path and RBTUTOR_COURSE_DATA a "
                          f"readable file, got {str(outbound)!r} and {str(data_file)!r}")
-    core = FetchCore(outbound, data_file, releaser_uids(os.environ.get("RBTUTOR_RELEASERS", "")))
+    due_dates = os.environ.get("RBTUTOR_DUE_DATES") or None
+    core = FetchCore(outbound, data_file, releaser_uids(os.environ.get("RBTUTOR_RELEASERS", "")),
+                     Path(due_dates) if due_dates else None)
     prefix, bind = service_address(SERVICE_NAME, "http://127.0.0.1:10102")
     app = make_app(core, prefix)
     serve_forever(app, bind, f"rbtutor-fetch: serving {prefix} on {bind.geturl()} from {outbound}")
