@@ -38,6 +38,7 @@ help:
 	@echo "make solutions  the worked solutions, executed, into _build/solutions/"
 	@echo "make grade      autograde submitted/, feedback into feedback/, grades into grades.csv"
 	@echo "                (SCHEDULER=tcp://host:8786: on the workers of that Dask scheduler)"
+	@echo "make report     the class report, report/index.html (make grade writes it too)"
 	@echo "make export TO=canvas|moodle|blackboard ROSTER=roster.csv [OUT=file]  final scores for the LMS"
 	@echo "make hub        (root) set up the course on a JupyterHub and start it on http://127.0.0.1:8000"
 	@echo "make hub-stop   (root) stop that hub and its users' servers"
@@ -123,6 +124,11 @@ solutions: $(STAMP)
 
 grade: $(STAMP)
 	$(PY) -m rbtutor.course grade$(if $(SCHEDULER), --scheduler $(SCHEDULER))
+
+# The class report, report/index.html (make grade writes it too; rbtutor/course/class_report.py).
+.PHONY: report
+report: $(STAMP)
+	$(PY) -m rbtutor.course report
 
 # The final scores as the file an LMS imports (rbtutor/course/export.py says which rules each follows).
 .PHONY: export
