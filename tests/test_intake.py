@@ -473,6 +473,48 @@ def test_too_many_cells_are_dropped(tmp_path):
     assert len(nbformat.read(dest / "problem03.ipynb", as_version=4).cells) == 10
 
 
+def test_rebuilt_notebook_keeps_only_what_grading_needs(tmp_path):
+    """Outputs and unknown fields go, list sources are joined, bad or repeated cell ids are replaced."""
+    png = {"image/png": "iVBORw0KGgo="}
+    cells = [
+        {"cell_type": "code", "id": "good-id", "metadata": {"tags": ["keep"]}, "source": ["a = 1\n", "b = 2"],
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": SECRET}], "execution_count": 7,
+         "attachments": {"x.png": png}, "extra": SECRET},
+        {"cell_type": "markdown", "id": "good-id", "metadata": {}, "source": "![x](attachment:x.png)",
+         "attachments": {"x.png": png}},
+        {"cell_type": "raw", "id": "not a valid id!", "metadata": {}, "source": "raw text"},
+    ]
+    src = tmp_path / "fields"
+    src.mkdir()
+    (src / "problem03.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                                     "cells": cells}))
+    dest = tmp_path / "copy"
+    result = take_in(src, dest)
+    assert result.kinds() == []
+    kept = json.loads((dest / "problem03.ipynb").read_text())
+    code, markdown, raw = kept["cells"]
+    assert "".join(code["source"]) == "a = 1\nb = 2"  # nbformat writes a source as a list of lines
+    assert code["outputs"] == [] and code["execution_count"] is None
+    assert code["metadata"] == {"tags": ["keep"]} and code["id"] == "good-id"
+    assert "attachments" not in code and "extra" not in code
+    assert markdown["attachments"] == {"x.png": png}
+    assert markdown["id"] not in ("good-id", "") and raw["id"] != "not a valid id!"
+    assert len({code["id"], markdown["id"], raw["id"]}) == 3
+    assert SECRET not in (dest / "problem03.ipynb").read_text()
+
+
+def test_notebook_before_minor_5_gets_no_cell_ids(tmp_path):
+    src = tmp_path / "old_minor"
+    src.mkdir()
+    (src / "problem03.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 4, "metadata": {},
+                                                     "cells": [{"cell_type": "code", "metadata": {},
+                                                                "source": "x = 1", "id": "abc"}]}))
+    result = take_in(src, tmp_path / "copy")
+    assert result.kinds() == []
+    kept = json.loads((tmp_path / "copy" / "problem03.ipynb").read_text())
+    assert kept["nbformat_minor"] == 4 and "id" not in kept["cells"][0]
+
+
 @pytest.mark.parametrize("content", [
     f"{{not json {SECRET}".encode(),
     json.dumps([SECRET]).encode(),
@@ -480,8 +522,13 @@ def test_too_many_cells_are_dropped(tmp_path):
     json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": {"a": SECRET}, "metadata": {}}).encode(),
     json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
                 "cells": [{"cell_type": "evil", "source": SECRET}]}).encode(),
+    json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                "cells": [{"cell_type": "code", "source": {"text": SECRET}}]}).encode(),
+    json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                "cells": [{"cell_type": "code", "source": SECRET, "metadata": [SECRET]}]}).encode(),
     b"[" * 200_000 + b"]" * 200_000,
-], ids=["not_json", "list", "v3", "cells_not_list", "bad_cell_type", "deeply_nested"])
+], ids=["not_json", "list", "v3", "cells_not_list", "bad_cell_type", "source_not_text", "cell_metadata_not_object",
+        "deeply_nested"])
 def test_unreadable_notebook_is_refused_without_quoting_it(tmp_path, content):
     src = tmp_path / "bad"
     src.mkdir()
