@@ -16,10 +16,12 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import math
+import os
 import re
 
 import nbformat
 import pytest
+from postgres import postgres_server  # noqa: F401 - the fixture
 from test_assignments import ROOT, answered, exchange_config, run_course, submit_as
 from test_late import course_with
 
@@ -227,7 +229,6 @@ def test_both_forms_and_both_durations(tmp_path):
 def test_the_hub_fetch_service_shows_the_own_due_date(tmp_path):
     """The hub's fetch (rbtutor.course.fetch_service) puts each student's own due date in, variants on or off."""
     import json
-    import os
 
     from rbtutor.course.fetch_service import FetchCore
 
@@ -249,3 +250,38 @@ def test_the_hub_fetch_service_shows_the_own_due_date(tmp_path):
     assert DUE.strftime("%d %B %Y, %H:%M") in own["classmate"] and "extended" not in own["classmate"]
     without = FetchCore(released.parent, data_file, frozenset({os.getuid()}))
     assert DUE_LINE not in without.personalised("classmate", request)["cells"][0]["source"]
+
+
+def test_extensions_and_a_moved_deadline_on_postgresql(graded_class, postgres_server, tmp_path):  # noqa: F811
+    """The same class graded into a PostgreSQL gradebook: the same penalties, and the same change on a move."""
+    import shutil
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    url = postgres_server.create_database("extensions")
+    env = {**os.environ, "RBTUTOR_GRADEBOOK": url}
+    course = tmp_path / "course"
+    shutil.copytree(graded_class[0], course, symlinks=True, ignore=shutil.ignore_patterns("gradebook.db*"))
+
+    def course_command(*args):
+        result = subprocess.run([sys.executable, "-m", "rbtutor.course", "--root", str(course), *args], env=env,
+                                capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        return rows(course)
+
+    course_command("generate")
+    first = course_command("grade")
+    assert not (course / "gradebook.db").exists(), "graded into SQLite, not PostgreSQL"
+    for student in HANDED_IN:
+        assert first[student]["late_penalty"] == graded_class[1][student]["late_penalty"], student
+    with Gradebook(url, course_id="rbtutor") as gradebook:
+        assert gradebook.find_submission(NAME, "extended").extension == dt.timedelta(days=3)
+    (course / "exercises" / "due_dates.yaml").write_text(MOVED)
+    after = course_command("grade")
+    score = float(after["classmate"]["score"])
+    new = expected_penalty(score, HANDED_IN["classmate"], MOVED_DUE)
+    assert float(after["classmate"]["late_penalty"]) == pytest.approx(new, abs=1e-4)
+    assert after["classmate"]["late_change"].startswith(f"{float(first['classmate']['late_penalty']):g} -> {new:g}")
+    assert "extension to" in after["extended"]["late_change"]
