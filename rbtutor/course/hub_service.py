@@ -6,8 +6,8 @@ the path prefix it answers under and the address it listens on. This module read
 address (:func:`service_address`) and serves a tornado application there until the process
 is stopped (:func:`serve_forever`), the same way for both.
 
-tornado is imported inside :func:`serve_forever` only, like the services' own
-``make_app``: importing a service's core (tests, the hub's configuration) loads no web server.
+tornado is imported inside :func:`serve_forever` only: the fetch service imports this
+module at its top, and its core is imported by tests that need no web server.
 """
 
 from __future__ import annotations
