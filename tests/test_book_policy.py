@@ -7,7 +7,7 @@ or a sphinx-togglebutton admonition (``:class: dropdown``, ``div.dropdown``/``di
 
 A value counts as printed when a number in the visible text (or in an ``alt``, ``title`` or
 ``aria-label`` attribute) carries at least as many significant digits as the published key
-prints (``solutions/answer_key.yaml``) and is the answer correctly rounded to its own last
+prints (``rbtutor.problems.PUBLISHED_KEY``) and is the answer correctly rounded to its own last
 digit. Round-off answers (``kind: roundoff``) and exact zeros are not searched for: they
 are not information. Answers the published key does not print are searched for at four
 significant figures.
@@ -28,10 +28,9 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from rbtutor.problems import answer_key, load_data, read_yaml
+from rbtutor.problems import PUBLISHED_KEY, answer_key, load_data, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLISHED_KEY = ROOT / "solutions" / "answer_key.yaml"
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
         "source", "track", "wbr"}
 HIDING_CLASSES = {"dropdown", "toggle"}
