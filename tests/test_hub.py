@@ -3,7 +3,9 @@
 Two students on their own Unix accounts log in, fetch problem03 from the Assignments panel,
 answer (student1 right, student2 with a sign error in K), validate and submit in JupyterLab;
 the instructor collects and grades with ``python -m rbtutor.course``, grades a written part
-in the Formgrader, re-grades, and returns the feedback; the students fetch and open it.
+in the Formgrader, re-grades, returns the feedback, exports the grades for Canvas and opens the
+class report (``report/index.html``) from their own server in the browser; the students fetch
+and open the feedback.
 
 On the way, as a hostile student would: a Validate of a notebook with ``check()`` cells
 leaves the check count alone, and student1's own terminal (JupyterLab's, and commands run
@@ -108,7 +110,7 @@ def reset_course_state() -> None:
     shutil.rmtree(hubctl.EXCHANGE / hubctl.COURSE_ID, ignore_errors=True)
     for student in hubctl.STUDENTS:
         shutil.rmtree(hubctl.home(student) / ASSIGNMENT, ignore_errors=True)
-    for name in ("release", "submitted", "autograded", "feedback", "integrity", ".grading", "checks"):
+    for name in ("release", "submitted", "autograded", "feedback", "integrity", ".grading", "checks", "report"):
         shutil.rmtree(COURSE / name, ignore_errors=True)
     # the assignment's source as in the checkout (the course folder is copied only once, so an
     # older copy would lack the helper cell's check()), owned by the instructor
@@ -118,7 +120,8 @@ def reset_course_state() -> None:
     owner = hubctl.home("instructor").stat()
     for path in [source, *source.rglob("*")]:
         os.lchown(path, owner.st_uid, owner.st_gid)
-    for name in ("gradebook.db", "gradebook.db.bak", "grades.csv", "integrity_report.md", "integrity_report.json"):
+    for name in ("gradebook.db", "gradebook.db.bak", "grades.csv", "integrity_report.md", "integrity_report.json",
+                 "roster.csv", "grades-canvas.csv"):
         (COURSE / name).unlink(missing_ok=True)
     if hubctl.gradebook_url():  # the PostgreSQL gradebook: an empty database
         from pgserver import PostgresServer
@@ -437,6 +440,10 @@ def run_loop(browser, passwords):
     returned = as_instructor("python", "-m", "rbtutor.course", "return-feedback")
     assert "feedback returned to 3 students" in returned.stdout, returned.stdout
 
+    # --- instructor: the grades for the LMS, and the class report in the instructor's browser
+    export_for_canvas()
+    class_report_in_browser(teacher)
+
     # --- students: fetch the feedback and read it
     key = key_values("student2")
     for student, sign_error in students.items():
@@ -669,6 +676,63 @@ def leaked(path: str, salt: str, lines: list[str], key: set[str]) -> str | None:
         return "a key value of student2"
     shared = [line for line in lines if line in text]
     return f"student2's data lines {shared}" if len(shared) >= 2 else None
+
+
+ROSTER = COURSE / "roster.csv"
+CANVAS_FILE = COURSE / "grades-canvas.csv"
+
+
+def export_for_canvas() -> None:
+    """``python -m rbtutor.course export --to canvas`` as the instructor: each student's cell is the
+    final score of grades.csv, or empty while written parts are still to grade."""
+    students = sorted(read_grades())
+    ROSTER.write_text("student_id,name,email,lms_id,sis_user_id,sis_login_id,section\n"
+                      + "".join(f"{s},{s.title()} Hub,{s}@uni.test,{k},S{k},{s},A\n"
+                                for k, s in enumerate(students, 1)))
+    owner = hubctl.home("instructor").stat()
+    os.chown(ROSTER, owner.st_uid, owner.st_gid)
+    exported = as_instructor("python", "-m", "rbtutor.course", "export", "--to", "canvas", "--roster",
+                             str(ROSTER), "--out", str(CANVAS_FILE))
+    assert f"wrote {CANVAS_FILE} for canvas: {len(students)} students" in exported.stdout, exported.stdout
+    assert CANVAS_FILE.stat().st_uid == owner.st_uid, "the file is the instructor's"
+    with CANVAS_FILE.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"] and ASSIGNMENT in rows[0]
+    assert rows[1][0] == "Points Possible"
+    cells = {row[3]: row[rows[0].index(ASSIGNMENT)] for row in rows[2:]}
+    with (COURSE / "grades.csv").open() as handle:
+        expected = {r["student"]: "" if r["written_parts"] != "done" else f"{float(r['final_score']):g}"
+                    for r in csv.DictReader(handle) if r["assignment"] == ASSIGNMENT}
+    assert cells == expected, (cells, expected)
+
+
+def class_report_in_browser(teacher) -> None:
+    """The class report ``grade`` wrote, opened from the instructor's server: the assignment, its
+    figures with their alt text, and nothing in the console."""
+    report = COURSE / "report" / "index.html"
+    assert report.is_file(), "make grade did not write the class report"
+    page = teacher.context.new_page()
+    problems = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning")
+            else None)
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    elsewhere = []
+    page.on("request", lambda r: elsewhere.append(r.url) if not r.url.startswith((hubctl.URL, "data:")) else None)
+    url = f"{teacher.base}/files/{COURSE.relative_to(hubctl.home('instructor'))}/report/index.html"
+    response = page.goto(url)
+    assert response is not None and response.ok, f"{url}: {response and response.status}"
+    page.wait_for_selector(f"h2:text-is('{ASSIGNMENT}')")
+    images = page.evaluate("() => [...document.images].map(i => ({alt: i.alt, width: i.naturalWidth}))")
+    page.screenshot(path=str(SHOTS / "11-instructor-class-report.png"), full_page=True)
+    assert len(images) == 2 and all(i["width"] > 100 for i in images), images
+    alts = [i["alt"] for i in images]
+    graded = len(read_grades())
+    assert alts[0].startswith(f"Histogram of final scores for {ASSIGNMENT}: {graded} students graded"), alts
+    assert alts[1].startswith(f"Bar chart of the pass rate of each part of {ASSIGNMENT}"), alts
+    assert "fits_other_student" in page.inner_text("body"), "the integrity flag of student3 is not in the report"
+    assert not problems, problems
+    assert not elsewhere, f"the class report asked other hosts: {elsewhere}"
+    page.close()
 
 
 def read_grades() -> dict[str, tuple[str, str]]:
