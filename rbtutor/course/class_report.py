@@ -194,11 +194,11 @@ def class_results(layout: CourseLayout, grader, failures=()) -> list[AssignmentR
         result.final_scores[student] = float(grade.final_score)
         if grade.pending_parts:
             result.pending[student] = grade.pending_parts
-    cells: dict[tuple[str, str, str], dict[str, dict]] = {}
     for row in _read_submissions(grader):
         result = results[row["assignment"]]
         if row["late"]:
             result.late.append(row["student"])
+        cells: dict[str, dict[str, dict]] = {}  # this submission's notebooks, read when a part failed
         for part in row["parts"]:
             _count_part(layout, result, row["student"], part, cells)
     for name in results:
@@ -230,10 +230,10 @@ def _count_part(layout: CourseLayout, result: AssignmentResult, student: str, pa
         return
     if not part["autograded"]:
         return
-    key = (student, result.name, part["notebook"])
-    if key not in cells:
-        cells[key] = _notebook_cells(layout.autograded(student, result.name) / f"{part['notebook']}.ipynb")
-    counted.diagnoses[diagnosis_label(cells[key].get(part["grade_id"], {}))] += 1
+    notebook = part["notebook"]
+    if notebook not in cells:
+        cells[notebook] = _notebook_cells(layout.autograded(student, result.name) / f"{notebook}.ipynb")
+    counted.diagnoses[diagnosis_label(cells[notebook].get(part["grade_id"], {}))] += 1
 
 
 # --------------------------------------------------------------------------- the figures
