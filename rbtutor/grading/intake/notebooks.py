@@ -76,30 +76,9 @@ class _NotebookStep:
             cells = cells[:lim.max_cells]
         out, ids = [], set()
         for index, cell in enumerate(cells):
-            if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
-                return None, f"cell {index} has no known cell_type"
-            source = cell.get("source", "")
-            if isinstance(source, list) and all(isinstance(s, str) for s in source):
-                source = "".join(source)
-            if not isinstance(source, str):
-                return None, f"cell {index} has a source that is not text"
-            cell_meta = cell.get("metadata", {})
-            if not isinstance(cell_meta, dict):
-                return None, f"cell {index} has metadata that is not an object"
-            size = len(source.encode("utf-8", "surrogatepass"))
-            if size > lim.max_cell_source_bytes:
-                source = cut_text(source, lim.max_cell_source_bytes)
-                grade = cell_meta.get("nbgrader")
-                grade_id = grade.get("grade_id") if isinstance(grade, dict) else None
-                self.note("cell_cut", f"Cell {index} of {_show(path)} has a source of {size} bytes; it was cut "
-                          f"to {lim.max_cell_source_bytes}.", path=path, cell=index,
-                          grade_id=grade_id if isinstance(grade_id, str) else None, bytes=size,
-                          cap=lim.max_cell_source_bytes)
-            new = {"cell_type": cell["cell_type"], "metadata": cell_meta, "source": source}
-            if cell["cell_type"] == "code":
-                new.update(outputs=[], execution_count=None)
-            elif isinstance(cell.get("attachments"), dict):
-                new["attachments"] = cell["attachments"]
+            new, problem = self.rebuild_cell(cell, index, path)
+            if new is None:
+                return None, problem
             if minor >= 5:
                 cid = cell.get("id")
                 if not (isinstance(cid, str) and _CELL_ID.match(cid)) or cid in ids:
@@ -114,6 +93,35 @@ class _NotebookStep:
             where = "/".join(str(p) for p in list(exc.absolute_path)[:6]) or "top level"
             return None, f"schema check failed at {where}"
         return nb, None
+
+    def rebuild_cell(self, cell, index: int, path: str):
+        """``(cell, None)`` with the fields grading needs and the source cut to its cap, or ``(None, problem)``."""
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            return None, f"cell {index} has no known cell_type"
+        source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(s, str) for s in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            return None, f"cell {index} has a source that is not text"
+        cell_meta = cell.get("metadata", {})
+        if not isinstance(cell_meta, dict):
+            return None, f"cell {index} has metadata that is not an object"
+        lim = self.limits
+        size = len(source.encode("utf-8", "surrogatepass"))
+        if size > lim.max_cell_source_bytes:
+            source = cut_text(source, lim.max_cell_source_bytes)
+            grade = cell_meta.get("nbgrader")
+            grade_id = grade.get("grade_id") if isinstance(grade, dict) else None
+            self.note("cell_cut", f"Cell {index} of {_show(path)} has a source of {size} bytes; it was cut "
+                      f"to {lim.max_cell_source_bytes}.", path=path, cell=index,
+                      grade_id=grade_id if isinstance(grade_id, str) else None, bytes=size,
+                      cap=lim.max_cell_source_bytes)
+        new = {"cell_type": cell["cell_type"], "metadata": cell_meta, "source": source}
+        if cell["cell_type"] == "code":
+            new.update(outputs=[], execution_count=None)
+        elif isinstance(cell.get("attachments"), dict):
+            new["attachments"] = cell["attachments"]
+        return new, None
 
 
 def cut_text(text: str, cap: int) -> str:
