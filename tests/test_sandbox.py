@@ -261,6 +261,29 @@ def test_launcher_refuses_to_run_unconfined(course, tmp_path):
     assert proc.returncode == 2 and "cannot create its namespaces" in proc.stderr, proc.stderr
 
 
+def test_the_kernelspec_launcher_imports_this_package_alone(tmp_path):
+    """At every kernel start the kernelspec runs the sandbox package's ``__main__.py`` as a script: it
+    loads that package under its own name and nothing of rbtutor's own (which imports numpy and scipy),
+    nor the kernel's libraries, and it refuses a start without a connection file."""
+    student_kernel.install()
+    spec = Path(sys.prefix, "share", "jupyter", "kernels", student_kernel.KERNEL_NAME, "kernel.json")
+    argv = json.loads(spec.read_text())["argv"]
+    assert argv[:2] == [sys.executable, "-I"] and argv[3:] == ["-f", "{connection_file}"], argv
+    assert Path(argv[2]) == Path(student_kernel.__file__).resolve().with_name("__main__.py"), argv
+    proc = subprocess.run([sys.executable, "-X", "importtime", *argv[1:3]], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "not starting the grading kernel" in proc.stderr, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    # (the package itself is loaded by __main__.py directly, so only its modules appear as imports)
+    package = {"rbtutor.grading.sandbox.plan", "rbtutor.grading.sandbox.launch",
+               "rbtutor.grading.sandbox.cgroups", "rbtutor.grading.sandbox.zygote_client"}
+    assert package <= imported, sorted(imported)
+    heavy = {"rbtutor", "rbtutor.grading", "rbtutor.grading.sandbox.zygote", "numpy", "scipy", "sympy",
+             "zmq", "ipykernel", "ctypes"}
+    assert not heavy & imported, sorted(heavy & imported)
+
+
 def passable_interpreter(command: list[str]) -> list[str]:
     """``command`` in a private mount namespace where uid 65534 can reach this Python.
 

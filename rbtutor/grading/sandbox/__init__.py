@@ -80,10 +80,14 @@ those lead, as it would have before (the kernel's files are not the grader's to 
 The package, module by module, in the order a kernel start meets them:
 
 1. :mod:`.plan`: the policy (sizes, limits, hidden folders, kept variables), the program run inside
-   the sandbox, and :func:`sandbox_plan`, which lays out one kernel's sandbox (:class:`SandboxPlan`).
-2. :mod:`.launch`: the kernelspec (:func:`install`), the launcher's :func:`main` and
-   :func:`run_kernel`: the kernel started from the plan, its sockets linked, its output recorded
-   (:func:`kernel_record`).
+   the sandbox, and :func:`sandbox_plan`, a pure function from what the launcher found out
+   (:class:`SandboxInputs`) to one kernel's sandbox (:class:`SandboxPlan`, the ``bwrap`` command
+   with it): it writes, chowns and runs nothing, so it is tested without bubblewrap.
+2. :mod:`.launch`: the kernelspec (:func:`install`) and the launcher's side effects, in order:
+   :func:`sandbox_inputs` (runs ``bwrap`` once to check it, reads the connection file),
+   :func:`prepare` (the plan, then the one file it needs: the kernel's connection file, handed to
+   the sandbox user), :func:`run_kernel` (the kernel started, its sockets linked, its output
+   recorded for :func:`kernel_record`), all from :func:`main`.
 3. :mod:`.cgroups`: the memory cgroup of each kernel's process tree.
 4. :mod:`.zygote_client`: the zygote started for a grading run, and asked for a kernel by the launcher.
 5. :mod:`.zygote`: the zygote itself, run as a program (never imported by the launcher).
@@ -101,8 +105,11 @@ from .launch import (
     kernel_record,
     link_sockets,
     main,
+    prepare,
     run_kernel,
+    sandbox_inputs,
     start_fresh,
+    write_kernel_connection,
 )
 from .plan import (
     ALWAYS_HIDDEN,
@@ -125,11 +132,16 @@ from .plan import (
     TMP_SIZE,
     WORK_SIZE,
     SandboxError,
+    SandboxInputs,
     SandboxPlan,
     bwrap_path,
     check_sandbox,
+    connection_argument,
     fresh_kernel_argv,
+    kernel_connection,
+    kernel_connection_path,
     kernel_env,
+    kernel_limits,
     sandbox_plan,
 )
 from .zygote_client import PLACEHOLDER, start_from_zygote, start_zygote, zygote_address, zygote_running
@@ -138,8 +150,10 @@ __all__ = [
     "ALWAYS_HIDDEN", "CGROUP_MOUNT", "CONNECTION", "DEFAULT_FSIZE", "DEFAULT_MEMORY", "DEFAULT_NPROC",
     "DEFAULT_TREE_MEMORY", "GIB", "GROUP_PREFIX", "HIDE_SIZE", "INNER_SOURCE", "INPUT", "KEPT_ENV",
     "KERNEL_HASH_SEED", "KERNEL_NAME", "OUTPUT_KEEP", "PLACEHOLDER", "PR_SET_PDEATHSIG", "SANDBOX_UID_BASE",
-    "SOCKETS", "SOCKET_FS_SIZE", "TMP_SIZE", "WORK_SIZE", "SandboxError", "SandboxPlan", "bwrap_path",
-    "check_sandbox", "fresh_kernel_argv", "inside", "install", "ipc_prefix", "kernel_env", "kernel_files",
-    "kernel_record", "link_sockets", "main", "memory_group", "memory_kills", "remove_group", "run_kernel",
-    "sandbox_plan", "start_fresh", "start_from_zygote", "start_zygote", "zygote_address", "zygote_running",
+    "SOCKETS", "SOCKET_FS_SIZE", "SandboxError", "SandboxInputs", "SandboxPlan", "TMP_SIZE", "WORK_SIZE",
+    "bwrap_path", "check_sandbox", "connection_argument", "fresh_kernel_argv", "inside", "install", "ipc_prefix",
+    "kernel_connection", "kernel_connection_path", "kernel_env", "kernel_files", "kernel_limits", "kernel_record",
+    "link_sockets", "main", "memory_group", "memory_kills", "prepare", "remove_group", "run_kernel",
+    "sandbox_inputs", "sandbox_plan", "start_fresh", "start_from_zygote", "start_zygote", "write_kernel_connection",
+    "zygote_address", "zygote_running"
 ]

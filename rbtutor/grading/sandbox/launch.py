@@ -26,11 +26,21 @@ from .plan import (
     INNER_SOURCE,
     KERNEL_NAME,
     OUTPUT_KEEP,
+    SANDBOX_UID_BASE,
     SOCKETS,
     SandboxError,
+    SandboxInputs,
     SandboxPlan,
+    _connection,
+    _course_roots,
     _size,
+    check_sandbox,
+    connection_argument,
     fresh_kernel_argv,
+    kernel_connection,
+    kernel_connection_path,
+    kernel_env,
+    kernel_limits,
     sandbox_plan,
 )
 from .zygote_client import start_from_zygote
@@ -69,6 +79,44 @@ def ipc_prefix() -> str:
     folder = tempfile.mkdtemp(prefix="rbtutor-kernel-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return os.path.join(folder, "kernel")
+
+
+def sandbox_inputs(argv: list[str], work: Path) -> SandboxInputs:
+    """Find out what one kernel's sandbox is laid out from (:class:`SandboxInputs`): runs ``bwrap`` once
+    to check that it can make its namespaces, reads the connection file, the environment and /proc."""
+    bwrap = check_sandbox()
+    connection = _connection(argv[connection_argument(argv)])
+    work = work.resolve()
+    grader_uid = os.getuid()
+    sandbox_uid = SANDBOX_UID_BASE + os.getpid()
+    package = Path(__file__).resolve().parents[2]  # rbtutor itself: hidden, wherever it is installed
+    checkout = package.parent if (package.parent / "pyproject.toml").is_file() else package
+    secret = [*_course_roots(work), checkout]
+    secret += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
+    return SandboxInputs(
+        argv=list(argv), connection=connection, bwrap=bwrap, grader_uid=grader_uid, sandbox_uid=sandbox_uid,
+        env=kernel_env(), limits=kernel_limits(sandbox_uid if grader_uid == 0 else grader_uid), work=work,
+        venv=Path(sys.prefix).resolve(), base=Path(sys.base_prefix).resolve(), package=package, secret=secret,
+        import_path=list(sys.path if sys.flags.safe_path else sys.path[1:]))
+
+
+def write_kernel_connection(plan: SandboxPlan) -> Path:
+    """Write the connection file the kernel of ``plan`` reads inside its sandbox (its sockets in SOCKETS),
+    owned by the sandbox user when grading as root; return its path. The one file a plan needs written."""
+    path = kernel_connection_path(plan.run, plan.name)
+    path.unlink(missing_ok=True)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        json.dump(kernel_connection(plan.connection), handle)
+    if plan.uid is not None:
+        os.chown(path, plan.uid, plan.uid)
+    return path
+
+
+def prepare(argv: list[str], work: Path) -> SandboxPlan:
+    """The plan of one kernel's sandbox (:func:`sandbox_plan`), with the file it needs written."""
+    plan = sandbox_plan(sandbox_inputs(argv, work))
+    write_kernel_connection(plan)
+    return plan
 
 
 def start_fresh(plan: SandboxPlan, stdio: tuple[int, int, int]) -> tuple[subprocess.Popen, int | None]:
@@ -201,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
         exec(compile(INNER_SOURCE, "<rbtutor-student-kernel>", "exec"), {"__name__": "__main__"})
         return
     try:
-        plan = sandbox_plan(argv, Path.cwd())
+        plan = prepare(argv, Path.cwd())
     except SandboxError as exc:
         print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
         sys.exit(2)

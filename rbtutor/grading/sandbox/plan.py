@@ -239,35 +239,88 @@ def _drop_to(uid: int | None) -> list[str]:
             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 
 
-def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
-    """Check the request and lay out the sandbox of one kernel (see :class:`SandboxPlan`).
+def kernel_limits(uid: int) -> dict[str, int]:
+    """The kernel's per-process limits (prlimit's names) from the environment's settings or the defaults;
+    processes and threads count those ``uid`` runs already."""
+    return {"as": _size("RBTUTOR_KERNEL_MEMORY", DEFAULT_MEMORY),
+            "nproc": _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC),
+            "fsize": _size("RBTUTOR_KERNEL_FSIZE", DEFAULT_FSIZE), "core": 0}
 
-    Changes ownership of the working folder and the socket folder to the sandbox user
-    when running as root.
-    """
-    bwrap = check_sandbox()
+
+class SandboxInputs(NamedTuple):
+    """What the launcher found out before laying out one kernel's sandbox: all that :func:`sandbox_plan` uses."""
+
+    argv: list[str]  # the launcher's arguments: ipykernel's, with ``-f CONNECTION_FILE``
+    connection: dict  # the grader's connection information, as read from that file
+    bwrap: str  # the bwrap to run (:func:`check_sandbox`)
+    grader_uid: int  # who runs the launcher; 0 when grading as root
+    sandbox_uid: int  # who runs inside when grading as root (SANDBOX_UID_BASE + the launcher's pid)
+    env: dict[str, str]  # the kernel's environment (:func:`kernel_env`)
+    limits: dict[str, int]  # prlimit's names and values (:func:`kernel_limits`)
+    work: Path  # the kernel's working folder (resolved): the notebook's folder
+    venv: Path  # this environment (sys.prefix, resolved), bound read-only
+    base: Path  # the interpreter and its standard library (sys.base_prefix, resolved), bound read-only
+    package: Path  # the rbtutor package (resolved): hidden, wherever it is installed
+    secret: list[Path]  # hidden besides ALWAYS_HIDDEN: the course roots, the checkout, RBTUTOR_SANDBOX_HIDE
+    import_path: list[str]  # the grader's import path, without the folder of the script it runs
+
+
+def connection_argument(argv: list[str]) -> int:
+    """Where the connection file is in the launcher's arguments (just after ``-f``)."""
     if "-f" not in argv or argv.index("-f") + 1 >= len(argv):
         raise SandboxError("usage: python -I student_kernel.py -f CONNECTION_FILE [ipykernel options]")
-    at = argv.index("-f") + 1
-    info = _connection(argv[at])
-    run = Path(info["ip"]).parent.resolve()
-    root = os.getuid() == 0
-    uid = SANDBOX_UID_BASE + os.getpid() if root else os.getuid()
+    return argv.index("-f") + 1
+
+
+def kernel_connection(connection: dict) -> dict:
+    """The connection information the kernel reads inside the sandbox: its sockets in SOCKETS."""
+    return {**connection, "ip": f"{SOCKETS}/{Path(connection['ip']).name}"}
+
+
+def kernel_connection_path(run: str | Path, name: str) -> Path:
+    """Where the launcher writes :func:`kernel_connection` for the kernel whose files start with ``name``."""
+    return Path(run) / (name + "-sandbox.json")
+
+
+def sandbox_plan(inputs: SandboxInputs) -> SandboxPlan:
+    """Check the request and lay out the sandbox of one kernel (see :class:`SandboxPlan`).
+
+    Pure: it looks at folders (whether they exist, their owners and modes) but writes, chowns and
+    runs nothing. The launcher writes the kernel's connection file (:func:`kernel_connection`, at
+    :func:`kernel_connection_path`) before it runs the command.
+    """
+    at = connection_argument(inputs.argv)
+    root = inputs.grader_uid == 0
+    uid = inputs.sandbox_uid if root else inputs.grader_uid
+    run = Path(inputs.connection["ip"]).parent.resolve()
+    work = inputs.work.resolve()
+    hidden = [*inputs.secret, *map(Path, ALWAYS_HIDDEN)]
+    _check_folders(work, run, hidden, inputs.grader_uid)
+    name = Path(inputs.argv[at]).stem
+    # The kernel binds its sockets in a tmpfs of its own inside the sandbox (SOCKETS, a few KiB); the
+    # grader reaches them through links in its private socket folder (link_sockets). The kernel reads
+    # its connection file, which names SOCKETS, from a read-only bind.
+    args = [*inputs.argv[:at], CONNECTION, *inputs.argv[at + 1:]]
+    hide = _hidden_folders(hidden, root, uid, (inputs.venv, inputs.base, work))
+    binds = _read_only_binds(inputs, hide, work, run)
+    cmd = [*_namespace_options(inputs.bwrap, root), *_env_options(inputs.env),
+           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+           "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
+           *_mount_options(inputs, hide, binds, work, kernel_connection_path(run, name))]
+    return SandboxPlan(cmd, uid if root else None, inputs.limits, inputs.env, args, str(work), str(run),
+                       name, inputs.connection)
+
+
+def _check_folders(work: Path, run: Path, hidden: list[Path], grader_uid: int) -> None:
+    """Refuse a socket folder that is not the grader's private one, a working folder that holds a
+    folder to hide, and the two folders inside one another."""
+    root = grader_uid == 0
     owner = run.stat().st_uid if run.is_dir() else -1
-    grader_owned = owner == os.getuid() or (root and owner >= SANDBOX_UID_BASE)
+    grader_owned = owner == grader_uid or (root and owner >= SANDBOX_UID_BASE)
     if run in (Path("/"), Path("/tmp")) or not run.is_dir() or not grader_owned \
             or run.stat().st_mode & 0o077:
         raise SandboxError(f"the IPC socket folder {run} must be a private folder (mode 0700, owned by "
                            "the grader) used for nothing else: use student_kernel.ipc_prefix()")
-
-    work = work.resolve()
-    venv = Path(sys.prefix).resolve()
-    base = Path(sys.base_prefix).resolve()  # the interpreter and its standard library
-    package = Path(__file__).resolve().parents[2]  # rbtutor itself: hidden, wherever it is installed
-    checkout = package.parent if (package.parent / "pyproject.toml").is_file() else package
-    secret = [*_course_roots(work), checkout]
-    secret += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
-    hidden = [*secret, *map(Path, ALWAYS_HIDDEN)]
     for folder in hidden:
         if work in (Path("/"), Path("/tmp")) or (_under(folder, work) and folder.exists()):
             raise SandboxError(f"refusing to run a student's kernel in {work}: it holds {folder}, "
@@ -275,88 +328,108 @@ def sandbox_plan(argv: list[str], work: Path) -> SandboxPlan:
     if _under(run, work) or _under(work, run):
         raise SandboxError(f"the socket folder {run} and the working folder {work} must be apart")
 
-    # The kernel binds its sockets in a tmpfs of its own inside the sandbox (SOCKETS, a few KiB); the
-    # grader reaches them through links in its private socket folder (link_sockets). The kernel reads
-    # its connection file, which names SOCKETS, from a read-only bind.
-    inner_conn = run / (Path(argv[at]).stem + "-sandbox.json")
-    inner_conn.unlink(missing_ok=True)
-    with open(os.open(inner_conn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-        json.dump({**info, "ip": f"{SOCKETS}/{Path(info['ip']).name}"}, handle)
-    if root:
-        os.chown(inner_conn, uid, uid)
-    args = [*argv[:at], CONNECTION, *argv[at + 1:]]
 
-    # As root, bwrap runs privileged and without a user namespace, so that setpriv can
-    # drop to a real unprivileged uid (RLIMIT_NPROC does not apply to root, nor to a
-    # uid mapped onto root); otherwise bwrap runs unprivileged in a user namespace.
+def _namespace_options(bwrap: str, root: bool) -> list[str]:
+    """``bwrap`` and its options for the namespaces, the parent's death and the environment's clearing.
+
+    As root, bwrap runs privileged and without a user namespace, so that setpriv can drop to a real
+    unprivileged uid (RLIMIT_NPROC does not apply to root, nor to a uid mapped onto root); otherwise
+    bwrap runs unprivileged in a user namespace.
+    """
     cmd = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
            "--die-with-parent", "--clearenv"]
     if not root:
         cmd += ["--unshare-user", "--disable-userns"]
-    env = kernel_env()
-    for key, value in env.items():
-        cmd += ["--setenv", key, value]
-    cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+    return cmd
 
-    # Hide the course (read-only empty tmpfs); as root, also hide each first ancestor of
-    # a bound folder that the sandbox user could not pass anyway (e.g. /root, 0700).
+
+def _env_options(env: dict[str, str]) -> list[str]:
+    return [option for key, value in env.items() for option in ("--setenv", key, value)]
+
+
+def _hidden_folders(hidden: list[Path], root: bool, uid: int, targets: tuple[Path, ...]) -> list[Path]:
+    """The folders covered by an empty read-only tmpfs, outermost first, none inside another.
+
+    Those of ``hidden`` that exist (the course); as root, also the first ancestor of each of ``targets``
+    that the sandbox user could not pass anyway (e.g. /root, 0700).
+    """
     hide = [f for f in hidden if f.exists()]
     if root:
-        for target in (venv, base, work):
-            for parent in reversed(target.parents):
-                if any(_under(parent, f) for f in [Path("/tmp"), *hide]):
-                    break
-                st = parent.stat()
-                if not st.st_mode & 0o001 and st.st_uid != uid:
-                    hide.append(parent)
-                    break
+        for target in targets:
+            closed = _closed_ancestor(target, [Path("/tmp"), *hide], uid)
+            if closed is not None:
+                hide.append(closed)
     hide = sorted(set(hide), key=lambda p: len(p.parts))
-    hide = [f for k, f in enumerate(hide) if not any(_under(f, g) for g in hide[:k])]
-    binds = list(dict.fromkeys([("--ro-bind", base), ("--ro-bind", venv)]))
-    # The kernel imports what the grader does: installed-library folders of the import path that
-    # the sandbox would not show (a .pth line to another environment's site-packages, under /tmp
-    # or a hidden home) are bound read-only. The script's own folder (sys.path[0]) never is.
+    return [f for k, f in enumerate(hide) if not any(_under(f, g) for g in hide[:k])]
+
+
+def _closed_ancestor(target: Path, covered: list[Path], uid: int) -> Path | None:
+    """The outermost ancestor of ``target`` that ``uid`` cannot pass, unless a folder of ``covered`` comes first."""
+    for parent in reversed(target.parents):
+        if any(_under(parent, f) for f in covered):
+            return None
+        st = parent.stat()
+        if not st.st_mode & 0o001 and st.st_uid != uid:
+            return parent
+    return None
+
+
+def _read_only_binds(inputs: SandboxInputs, hide: list[Path], work: Path, run: Path) -> list[tuple[str, Path]]:
+    """The folders bound read-only: the interpreter, the environment, and the installed-library folders.
+
+    The kernel imports what the grader does: installed-library folders of the import path that
+    the sandbox would not show (a .pth line to another environment's site-packages, under /tmp
+    or a hidden home) are bound read-only. The script's own folder (sys.path[0]) never is.
+    """
+    binds = list(dict.fromkeys([("--ro-bind", inputs.base), ("--ro-bind", inputs.venv)]))
     fresh = [Path("/tmp"), *hide]
-    for entry in (sys.path if sys.flags.safe_path else sys.path[1:]):
+    apart = [*inputs.secret, work, run, inputs.venv, inputs.base]
+    for entry in inputs.import_path:
         folder = Path(entry).resolve() if entry else None
-        if folder is None or not folder.is_dir() or not any(folder != f and _under(folder, f) for f in fresh):
-            continue
-        if folder.name not in ("site-packages", "dist-packages") and not _under(folder, Path("/tmp")):
-            continue
-        if any(_under(folder, f) or _under(f, folder) for f in [*secret, work, run, venv, base]):
-            continue
-        binds.append(("--ro-bind", folder))
-    binds = list(dict.fromkeys(binds))
-    made = set()
+        if folder is not None and _library_to_bind(folder, fresh, apart):
+            binds.append(("--ro-bind", folder))
+    return list(dict.fromkeys(binds))
 
-    def passable(target: Path) -> None:  # folders leading to target inside a new tmpfs: 0755
-        for parent in reversed(target.parents):
-            if parent not in made and any(f in parent.parents for f in fresh):
-                cmd.extend(["--perms", "0755", "--dir", str(parent)])
-                made.add(parent)
 
+def _library_to_bind(folder: Path, fresh: list[Path], apart: list[Path]) -> bool:
+    """Whether ``folder``, on the import path, is a library folder the sandbox would not show otherwise."""
+    if not folder.is_dir() or not any(folder != f and _under(folder, f) for f in fresh):
+        return False
+    if folder.name not in ("site-packages", "dist-packages") and not _under(folder, Path("/tmp")):
+        return False
+    return not any(_under(folder, f) or _under(f, folder) for f in apart)
+
+
+def _passable(target: Path, fresh: list[Path], made: set[Path]) -> list[str]:
+    """Options that make the folders leading to ``target`` inside a new tmpfs (mode 0755), once each."""
+    options = []
+    for parent in reversed(target.parents):
+        if parent not in made and any(f in parent.parents for f in fresh):
+            options += ["--perms", "0755", "--dir", str(parent)]
+            made.add(parent)
+    return options
+
+
+def _mount_options(inputs: SandboxInputs, hide: list[Path], binds: list[tuple[str, Path]], work: Path,
+                   connection_file: Path) -> list[str]:
+    """The mounts after the root, /dev, /proc and /tmp: hidden folders, binds, sockets, the working folder."""
+    fresh = [Path("/tmp"), *hide]
+    made: set[Path] = set()
+    cmd = []
     for folder in hide:
-        passable(folder)
-        cmd += ["--size", str(HIDE_SIZE), "--tmpfs", str(folder)]
+        cmd += [*_passable(folder, fresh, made), "--size", str(HIDE_SIZE), "--tmpfs", str(folder)]
     for option, target in binds:
-        passable(target)
-        cmd += [option, str(target), str(target)]
-    if _under(package, venv) or _under(package, base):  # an installed rbtutor: hide it again
+        cmd += [*_passable(target, fresh, made), option, str(target), str(target)]
+    package = inputs.package
+    if _under(package, inputs.venv) or _under(package, inputs.base):  # an installed rbtutor: hide it again
         cmd += ["--size", str(HIDE_SIZE), "--tmpfs", str(package)]
     cmd += ["--perms", "1777", "--size", str(SOCKET_FS_SIZE), "--tmpfs", SOCKETS,
-            "--ro-bind", str(inner_conn), CONNECTION]
+            "--ro-bind", str(connection_file), CONNECTION]
     # The working folder is a private tmpfs (bounded in size, gone with the sandbox): the kernel
     # writes nothing to the grader's disk. The notebook's folder is seen read-only at INPUT and
     # copied into it when the kernel starts.
-    passable(work)
-    cmd += ["--perms", "0777", "--size", str(WORK_SIZE), "--tmpfs", str(work),
+    cmd += [*_passable(work, fresh, made), "--perms", "0777", "--size", str(WORK_SIZE), "--tmpfs", str(work),
             "--ro-bind", str(work), INPUT]
     for folder in hide:
         cmd += ["--remount-ro", str(folder)]
-    cmd += ["--chdir", str(work)]
-    limits = {"as": _size("RBTUTOR_KERNEL_MEMORY", DEFAULT_MEMORY),
-              "nproc": _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC),
-              "fsize": _size("RBTUTOR_KERNEL_FSIZE", DEFAULT_FSIZE), "core": 0}
-    return SandboxPlan(cmd, uid if root else None, limits, env, args, str(work), str(run),
-                       Path(argv[at]).stem, info)
+    return [*cmd, "--chdir", str(work)]
