@@ -10,7 +10,9 @@ and rbtutor's own commands then see the same configuration:
 * autograding runs the grading pipeline of :mod:`rbtutor.grading`: cells restored
   and scanned before execution; execution in the confined kernel
   (:mod:`rbtutor.grading.sandbox`) in a throwaway folder, bounded in time and
-  output; the handed-in values judged in the grading process;
+  output; the handed-in values judged in the grading process, each verdict recorded on its
+  test cell; the scores written from the verdicts by :class:`rbtutor.grading.scores.SaveScores`
+  (in place of nbgrader's ``SaveAutoGrades``), then the late penalty;
 * ``python -m rbtutor.course collect`` checks that each exchange entry belongs to the Unix
   account of the student it names, as nbgrader's setting ``c.ExchangeCollect.check_owner``
   (default True) asks; set it to False for an exchange where one service account owns every
@@ -36,7 +38,6 @@ def configure(c, root: str | os.PathLike) -> None:
         IgnorePattern,
         LimitOutput,
         OverwriteKernelspec,
-        SaveAutoGrades,
     )
 
     from ..grading import sandbox
@@ -47,6 +48,7 @@ def configure(c, root: str | os.PathLike) -> None:
     from ..grading.restore import CheckMetadata, RestoreCells
     from ..grading.sanitize import SanitizeNotebook
     from ..grading.scan import ScanSubmission
+    from ..grading.scores import SaveScores
 
     layout = CourseLayout(Path(root))
     c.CourseDirectory.root = str(layout.root)
@@ -82,7 +84,7 @@ def configure(c, root: str | os.PathLike) -> None:
         IgnorePattern,
         ClearMetadataPreprocessor,
         LimitOutput,
-        SaveAutoGrades,
+        SaveScores,  # where a grade is decided: points from the verdicts (rbtutor.grading.scores)
         SanitizeNotebook,
         GraderNotes,
         AssignLatePenalties,
