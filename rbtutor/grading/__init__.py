@@ -11,10 +11,13 @@
    or a malformed message.
 8. :mod:`.outputs`: the byte budget of what the kernel sent back.
 9. :mod:`.judge`: each handed-in value judged in the grading process against the key of
-   :mod:`rbtutor.problems`.
-10. :mod:`.feedback`: sanitised feedback pages with math as MathML, no scripts; the model answer and
+   :mod:`rbtutor.problems`; the verdict is recorded on its test cell.
+10. :mod:`.scores`: where a grade is decided: points from the verdicts into the gradebook (a
+    passed answer earns its points, anything else 0); the late penalty and the final score come
+    after it, in :mod:`rbtutor.course`.
+11. :mod:`.feedback`: sanitised feedback pages with math as MathML, no scripts; the model answer and
     rubric beside each written answer for the grader (never for the student).
-11. :mod:`.report`: the integrity events of every step, and the class's integrity report.
+12. :mod:`.report`: the integrity events of every step, and the class's integrity report.
 
 The threat model is in the README's grading section: everything a student controls (files, names,
 links, sizes, their code and every message their kernel sends) is untrusted.
