@@ -285,3 +285,44 @@ def test_extensions_and_a_moved_deadline_on_postgresql(graded_class, postgres_se
     assert float(after["classmate"]["late_penalty"]) == pytest.approx(new, abs=1e-4)
     assert after["classmate"]["late_change"].startswith(f"{float(first['classmate']['late_penalty']):g} -> {new:g}")
     assert "extension to" in after["extended"]["late_change"]
+
+
+def test_an_extension_left_on_an_undated_assignment_breaks_nothing():
+    """nbgrader's own duedate fails on an extension without a due date; the run's step does not."""
+    from types import SimpleNamespace
+
+    from rbtutor.course.late import own_due, seconds_late
+
+    undated = SimpleNamespace(assignment=SimpleNamespace(duedate=None), extension=dt.timedelta(days=2),
+                              timestamp=dt.datetime(2030, 3, 3), duedate="not to be read")
+    assert own_due(undated) is None and seconds_late(undated) == 0.0
+    dated = SimpleNamespace(assignment=SimpleNamespace(duedate=dt.datetime(2030, 3, 1)),
+                            duedate=dt.datetime(2030, 3, 2), timestamp=dt.datetime(2030, 3, 2, 1))
+    assert own_due(dated) == dt.datetime(2030, 3, 2) and seconds_late(dated) == 3600.0
+
+
+def test_settling_penalties_runs_as_many_queries_for_a_large_class_as_for_a_small_one(tmp_path, monkeypatch):
+    """The end-of-run step reads the gradebook in bulk: its query count does not grow with the class."""
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy import event
+    from test_growth import _gradebook
+    from traitlets.config import Config
+
+    from rbtutor.course.late import settle_penalties
+
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    counts = {}
+    for students in (3, 30):
+        url = f"sqlite:///{tmp_path / f'gradebook{students}.db'}"
+        _gradebook(url, students)
+        gradebook = Gradebook(url)
+        statements = []
+        event.listen(gradebook.engine, "before_cursor_execute", lambda *args, seen=statements: seen.append(args[2]))
+        layout = SimpleNamespace(scratch=tmp_path / f"scratch{students}")
+        assert settle_penalties(layout, SimpleNamespace(gradebook=gradebook, config=Config())) == {}
+        counts[students] = len(statements)
+    assert counts[3] == counts[30], f"expected the same number of queries, got {counts}"

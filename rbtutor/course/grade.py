@@ -38,7 +38,7 @@ from pathlib import Path
 from ..grading.report import csv_cell, event, record_events, terminal_text
 from ..grading.student_ids import check_id, id_problem
 from ..grading.time_bound import time_bound
-from .late import prepare_deadlines, settle_penalties
+from .late import own_due, prepare_deadlines, settle_penalties
 from .layout import CourseLayout
 from .nbgrader import api, owner_check, share_gradebook_engines
 
@@ -98,7 +98,7 @@ def export_grades(grader, path: Path, late_changes: dict[tuple[str, str], str] |
                    f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
                    "; ".join(overridden), f"{submission.late_submission_penalty:g}",
                    f"{submission.score - submission.late_submission_penalty:g}",
-                   f"{submission.duedate:%Y-%m-%d %H:%M:%S} UTC" if submission.duedate else "",
+                   f"{own_due(submission):%Y-%m-%d %H:%M:%S} UTC" if own_due(submission) else "",
                    (late_changes or {}).get((submission.student.id, assignment.name), "")]
             writer.writerow([csv_cell(cell) for cell in row])
     return changed

@@ -263,21 +263,48 @@ def _submission_class():
 # ----------------------------------------------------------------------------- a grading run's penalties
 
 
-def _state(submission) -> dict:
-    """What a submission's penalty depends on, and the penalty itself, as JSON-ready text and numbers."""
+def own_due(submission) -> dt.datetime | None:
+    """A submission's own due date, naive UTC (nbgrader's ``duedate``); None when its assignment has none,
+    even if an extension was left behind (nbgrader's ``duedate`` would fail on it)."""
+    return submission.duedate if submission.assignment.duedate is not None else None
+
+
+def seconds_late(submission) -> float:
+    """How late a submission was handed in after its own due date, in seconds (0 when on time or undated)."""
+    due = own_due(submission)
+    if due is None or submission.timestamp is None:
+        return 0.0
+    return max(0.0, (submission.timestamp - due).total_seconds())
+
+
+def _submissions(gradebook) -> list:
+    """Every submission with what :func:`_state` and :func:`settle_penalties` read, in a few queries
+    whatever the class size (nbgrader's defaults would cost several per submission)."""
+    from nbgrader.api import SubmittedAssignment, SubmittedNotebook
+    from sqlalchemy.orm import joinedload, selectinload, undefer
+
+    return gradebook.db.query(SubmittedAssignment).options(
+        undefer(SubmittedAssignment.score), undefer(SubmittedAssignment.late_submission_penalty),
+        joinedload(SubmittedAssignment.student), joinedload(SubmittedAssignment.assignment),
+        selectinload(SubmittedAssignment.notebooks).undefer(SubmittedNotebook.score)).all()
+
+
+def _state(submission, penalty: float | None = None) -> dict:
+    """What a submission's penalty depends on, and the penalty itself (``penalty`` when given, else the
+    one loaded), as JSON-ready text and numbers."""
     def text(when):
         return when.isoformat(sep=" ") + " UTC" if when else None
 
-    return {"penalty": float(submission.late_submission_penalty or 0.0), "score": float(submission.score or 0.0),
-            "due": text(submission.assignment.duedate), "own_due": text(submission.duedate),
+    penalty = submission.late_submission_penalty if penalty is None else penalty
+    return {"penalty": float(penalty or 0.0), "score": float(submission.score or 0.0),
+            "due": text(submission.assignment.duedate), "own_due": text(own_due(submission)),
             "extension": submission.extension is not None, "submitted": text(submission.timestamp)}
 
 
 def _states(grader) -> dict[str, dict]:
     """:func:`_state` of every submission of the gradebook, keyed ``student/assignment``."""
     with grader.gradebook as gradebook:
-        return {f"{s.student.id}/{s.assignment.name}": _state(s)
-                for s in gradebook.db.query(_submission_class()).all()}
+        return {f"{s.student.id}/{s.assignment.name}": _state(s) for s in _submissions(gradebook)}
 
 
 def prepare_deadlines(layout: CourseLayout, grader, handing_in: list[tuple[str, str]]) -> list[str]:
@@ -342,11 +369,14 @@ def settle_penalties(layout: CourseLayout, grader) -> dict[tuple[str, str], str]
     first time is not a change.
     """
     plugin = late_plugin(grader)
+    now = {}
     with grader.gradebook as gradebook:
-        for submission in gradebook.db.query(_submission_class()).all():
-            late = submission.total_seconds_late
+        for submission in _submissions(gradebook):
+            late = seconds_late(submission)
             for notebook in submission.notebooks:
                 notebook.late_submission_penalty = _notebook_penalty(plugin, submission.student.id, notebook, late)
+            penalty = sum(nb.late_submission_penalty or 0.0 for nb in submission.notebooks)
+            now[f"{submission.student.id}/{submission.assignment.name}"] = _state(submission, penalty)
         gradebook.db.commit()
     path = layout.scratch / BEFORE_RUN
     try:
@@ -356,7 +386,7 @@ def settle_penalties(layout: CourseLayout, grader) -> dict[tuple[str, str], str]
     except ValueError as exc:
         raise ValueError(f"expected {path} to be JSON, got {exc}") from None
     changes = {}
-    for key, new in _states(grader).items():
+    for key, new in now.items():
         old = before.get(key)
         if old is not None and not math.isclose(old["penalty"], new["penalty"], abs_tol=1e-9):
             student, assignment = key.split("/", 1)
