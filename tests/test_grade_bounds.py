@@ -108,3 +108,80 @@ def test_a_worker_that_dies_costs_only_its_own_submission():
     summary, problem = by_student.pop("dies")
     assert summary == "NOT GRADED" and "worker process died" in problem
     assert all(value == ("1/1 autograded", None) for value in by_student.values()), by_student
+
+
+def _in_thread(function):
+    """Run ``function`` in a new thread (as a Dask worker runs a task) and return what it returned or raised."""
+    result = {}
+
+    def run():
+        try:
+            result["value"] = function()
+        except BaseException as exc:  # handed back to the test, which checks its kind
+            result["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the bounded block was not stopped within 60 s"
+    return result
+
+
+def _polls_forever():
+    while True:  # waits in short steps, as nbclient waits for kernel messages
+        threading.Event().wait(0.05)
+
+
+def test_time_bound_stops_a_block_in_another_thread():
+    """Outside the main thread (no SIGALRM there) the bound still stops the block, with the given error."""
+    start = time.monotonic()
+    result = _in_thread(lambda: _bounded(0.3, Inner("the step took too long"), _polls_forever))
+    assert isinstance(result.get("error"), Inner) and str(result["error"]) == "the step took too long"
+    assert time.monotonic() - start < 30
+
+
+def _bounded(seconds, error, function):
+    with time_bound(seconds, error):
+        return function()
+
+
+def test_a_thread_bound_never_fires_after_its_block():
+    """A block that ends in time leaves nothing behind: later code in that thread runs on undisturbed."""
+    def ends_in_time_then_waits():
+        with time_bound(0.2, Inner("late")):
+            pass
+        deadline = time.monotonic() + 0.6
+        while time.monotonic() < deadline:  # well past the bound: an error left pending would land here
+            threading.Event().wait(0.05)
+        return "undisturbed"
+
+    assert _in_thread(ends_in_time_then_waits) == {"value": "undisturbed"}
+
+
+def test_nested_bounds_in_another_thread():
+    """In a thread as in the main one, the bound that ends first fires, and the outer one outlives the inner."""
+    inner_first = _in_thread(lambda: _bounded(30, Outer(), lambda: _bounded(0.2, Inner(), _polls_forever)))
+    assert isinstance(inner_first.get("error"), Inner)
+    outer_after_inner = _in_thread(lambda: _bounded(0.4, Outer(), lambda: (_bounded(30, Inner(), lambda: None),
+                                                                           _polls_forever())))
+    assert isinstance(outer_after_inner.get("error"), Outer)
+
+
+def test_a_stuck_submission_on_a_dask_worker_is_not_graded(monkeypatch, tmp_path):
+    """On a real Dask worker (a thread of its own, as in ``dask worker --nthreads 1``) a submission
+    past its bound is NOT GRADED with the reason, and the worker grades the next one."""
+    distributed = pytest.importorskip("distributed")
+
+    def stuck_then_fine(layout, assignment, student):
+        if student == "stuck":
+            _polls_forever()
+        return "3/3 autograded", None
+
+    monkeypatch.setattr(grade, "_grade_submission", stuck_then_fine)
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        stuck = client.submit(grade._autograde_one, (str(tmp_path), "problem01", "stuck"), 0.5, pure=False)
+        _, student, summary, seconds, problem = stuck.result(timeout=60)
+        assert (student, summary) == ("stuck", "NOT GRADED")
+        assert "SubmissionTimeout" in problem and "longer than 0.5 s" in problem, problem
+        fine = client.submit(grade._autograde_one, (str(tmp_path), "problem01", "fine"), 0.5, pure=False)
+        assert fine.result(timeout=60)[2:5:2] == ("3/3 autograded", None)

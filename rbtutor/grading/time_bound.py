@@ -1,12 +1,22 @@
 """A wall-time bound on a block of the grading process, for steps that have no bound of their own.
 
 One helper for every such bound (a whole submission in a grading worker, one feedback page), so
-that bounds can nest: a process has one real-time interval timer, and a bound set inside another
-must give the outer one back, with the time it has left, when it ends.
+that bounds can nest. Two ways to stop a block, by the thread it runs in:
+
+* the main thread (a worker process of ``make grade``): a real-time interval timer
+  (``SIGALRM``). A process has one such timer, so a bound set inside another gives the outer
+  one back, with the time it has left, when it ends.
+* any other thread (a Dask worker runs each task in a thread of its own, and signals reach the
+  main thread only): a watchdog timer thread that raises the error in the block's thread with
+  CPython's ``PyThreadState_SetAsyncExc``. Such an error is raised at the next Python
+  instruction the thread runs, so a call blocked in C code is stopped only when it returns; the
+  grading steps that wait (kernel messages, the gradebook) do so with their own timeouts and
+  come back to Python often.
 """
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import threading
 from contextlib import contextmanager
@@ -17,20 +27,30 @@ from time import monotonic
 def time_bound(seconds: float, error: Exception):
     """Raise ``error`` in the block once ``seconds`` of wall time have passed.
 
-    A real-time interval timer (``SIGALRM``), so it bounds code that waits as well as code
-    that computes. Signals reach the main thread only: in any other thread, or for
-    ``seconds <= 0``, the block runs unbounded here. Inside an outer bound that ends first,
-    nothing is added (the outer one fires); otherwise the outer timer is restored with the
-    time it has left when the block ends.
+    Bounds code that waits as well as code that computes, in the main thread or any other (see
+    the module docstring for how each is stopped and what a thread cannot be stopped in). For
+    ``seconds <= 0`` the block runs unbounded. Bounds nest: the one that ends first fires.
+    In a thread other than the main one, the error raised is of a subclass of ``error``'s
+    class made for this bound, with ``error``'s arguments.
 
     >>> with time_bound(5.0, TimeoutError("too slow")):
     ...     total = sum(range(10))
     >>> total
     45
     """
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+    if seconds <= 0:
         yield
-        return
+    elif threading.current_thread() is threading.main_thread():
+        with _alarm(seconds, error):
+            yield
+    else:
+        with _watchdog(seconds, error):
+            yield
+
+
+@contextmanager
+def _alarm(seconds: float, error: Exception):
+    """The main thread's bound: ``SIGALRM`` after ``seconds``, nesting inside an outer alarm."""
     outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
     if outer_left and outer_left <= seconds:
         yield
@@ -49,3 +69,39 @@ def time_bound(seconds: float, error: Exception):
         signal.signal(signal.SIGALRM, previous)
         if outer_left:
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (monotonic() - start), 1e-3))
+
+
+def _raiser(error: Exception) -> type[BaseException]:
+    """A class to raise asynchronously (CPython raises a class, not an instance) carrying ``error``'s text."""
+    args = error.args
+
+    def __init__(self, *_ignored):
+        type(error).__init__(self, *args)
+
+    return type(type(error).__name__, (type(error),), {"__init__": __init__, "__module__": type(error).__module__})
+
+
+@contextmanager
+def _watchdog(seconds: float, error: Exception):
+    """Any other thread's bound: a timer thread raises ``error`` in this thread after ``seconds``.
+
+    The lock and flag make sure the error is never raised once the block has been left.
+    """
+    target = ctypes.c_ulong(threading.get_ident())
+    raised = _raiser(error)
+    lock, state = threading.Lock(), {"done": False}
+
+    def expired():
+        with lock:
+            if not state["done"]:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(raised))
+
+    timer = threading.Timer(seconds, expired)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            state["done"] = True
+        timer.cancel()
