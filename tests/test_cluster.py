@@ -201,6 +201,16 @@ def test_unreachable_scheduler_exits_2_and_writes_nothing(small_class, tmp_path)
     assert after == before, "nothing may be written when the scheduler cannot be reached"
 
 
+def test_a_bad_due_dates_file_exits_2_before_grading_on_the_cluster(cluster, small_class, tmp_path):
+    """As locally: exercises/due_dates.yaml is checked before any task is sent, and a broken one says why."""
+    course = copy_class(small_class, tmp_path)
+    (course / "exercises" / "due_dates.yaml").write_text(f"{NAME}: 2030-03-01 12:00\n")  # no time zone
+    result = subprocess.run(grade_command(course, cluster.address), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "rbtutor.course grade:" in result.stderr and "time zone" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "grading " not in result.stdout
+    assert not (course / "grades.csv").exists()
+
 def test_workers_that_cannot_grade_are_refused_with_the_reason(small_class, tmp_path):
     """A worker with two threads, and one that does not see the course folder (a tmpfs over it)."""
     require_sandbox()

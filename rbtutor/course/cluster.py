@@ -271,9 +271,14 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
+    from ..grading.report import terminal_text
     from .grade import _autograde_one, finish_run, progress_line, start_run
 
-    grader, work, failures = start_run(layout)
+    try:
+        grader, work, failures = start_run(layout)
+    except ValueError as exc:  # exercises/due_dates.yaml is checked before anything is graded
+        print(f"rbtutor.course grade: {terminal_text(exc)}", file=sys.stderr)
+        return 2
     count = len(work) + len(failures)
     hosts = sorted({f["host"] for f in facts.values()})
     print(f"grading {len(work)} submissions on {len(facts)} worker(s) on {', '.join(hosts)} "
