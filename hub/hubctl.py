@@ -97,6 +97,7 @@ PG_FOLDER = Path("/var/lib/rbtutor-postgres")  # make hub GRADEBOOK=postgres: th
 PG_PORT = 54329
 GRADEBOOK_URL_FILE = STATE / "gradebook_url"  # read by jupyterhub_config.py for the instructor's server
 COURSE_DATA = Path("/srv/rbtutor/problem_data.yaml")  # the instructor edits it; the fetch service reads it
+DUE_DATES = COURSE_DATA.parent / "due_dates.yaml"  # optional, as COURSE_DATA: each student's own due date
 CHECK_URL = "http://127.0.0.1:10101"  # where the hub starts the check service (behind the proxy)
 FETCH_URL = "http://127.0.0.1:10102"  # where the hub starts the personalising service (behind the proxy)
 PROFILE_SCRIPT = Path("/etc/profile.d/rbtutor-hub.sh")
@@ -468,6 +469,7 @@ def ensure_course() -> None:
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "problem_data.yaml"))
         say(f"course folder {course} created")
     ensure_course_data(course / "exercises" / "problem_data.yaml", owner)
+    ensure_due_dates(course / "exercises" / "due_dates.yaml", owner)
     checks = course / "exercises" / "checks.yaml"  # limits of the check service, kept once edited
     if not checks.exists() and (CHECKOUT / "exercises" / "checks.yaml").exists():
         shutil.copy2(CHECKOUT / "exercises" / "checks.yaml", checks)
@@ -523,6 +525,32 @@ def ensure_course_data(link: Path, owner: tuple[int, int]) -> None:
         else:
             link.symlink_to(COURSE_DATA)
 
+
+
+def ensure_due_dates(link: Path, owner: tuple[int, int], target: Path = DUE_DATES) -> None:
+    """The course's ``exercises/due_dates.yaml``, kept at ``target`` beside the course data and linked.
+
+    The personalising service shows each student their own due date (extensions included) and
+    cannot read the private course folder, so the file lives where :data:`COURSE_DATA` does,
+    readable by :data:`STAFF_GROUP` only, and the course links to it. The file is optional:
+    without one nothing is due. A regular file the instructor has written in the course folder is
+    the newest word: it replaces ``target`` (each ``make hub``), and the link is made.
+    """
+    import grp
+
+    gid = grp.getgrnam(STAFF_GROUP).gr_gid
+    if link.is_file() and not link.is_symlink():
+        shutil.move(link, target)
+        say(f"{link} moved to {target} (linked back), where the fetch service reads it")
+    if not target.exists():
+        return
+    os.chown(target, owner[0], gid)
+    os.chmod(target, 0o640)
+    if link.is_symlink() and os.readlink(link) != str(target):
+        link.unlink()
+    if not link.is_symlink() and not link.exists():
+        link.symlink_to(target)
+        os.lchown(link, *owner)
 
 # --- the PostgreSQL gradebook (make hub GRADEBOOK=postgres)
 def ensure_postgres() -> str:

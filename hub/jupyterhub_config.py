@@ -101,7 +101,7 @@ _check_roles[1]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
 # course data and the exchange's released notebooks (the instructor's, or root's) and nothing else
 _fetch_service, _fetch_roles = fetch_service.service_entry(
     hubctl.EXCHANGE / hubctl.COURSE_ID / "outbound", hubctl.COURSE_DATA, str(hubctl.VENV / "bin" / "python"),
-    user=hubctl.FETCH_USER, releasers=list(hubctl.INSTRUCTORS), url=hubctl.FETCH_URL)
+    user=hubctl.FETCH_USER, releasers=list(hubctl.INSTRUCTORS), url=hubctl.FETCH_URL, due_dates=hubctl.DUE_DATES)
 _fetch_roles[0]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
 c.JupyterHub.services = [_check_service, _fetch_service]
 c.JupyterHub.load_roles = [*_check_roles, *_fetch_roles]

@@ -18,6 +18,7 @@ import datetime as dt
 import math
 import os
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -326,3 +327,64 @@ def test_settling_penalties_runs_as_many_queries_for_a_large_class_as_for_a_smal
         assert settle_penalties(layout, SimpleNamespace(gradebook=gradebook, config=Config())) == {}
         counts[students] = len(statements)
     assert counts[3] == counts[30], f"expected the same number of queries, got {counts}"
+
+
+def test_a_broken_due_dates_file_leaves_the_date_out_of_the_fetch(tmp_path, caplog):
+    """A due-dates file that does not parse never keeps students from fetching: the date is left out, and logged."""
+    import json
+
+    from rbtutor.course.fetch_service import FetchCore
+
+    released = tmp_path / "exchange" / "outbound" / NAME
+    released.mkdir(parents=True)
+    for folder in (released, released.parent, released.parent.parent):
+        folder.chmod(0o755)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Problem 3")]),
+                   released / f"{NAME}.ipynb")
+    due_dates = tmp_path / "due_dates.yaml"
+    due_dates.write_text(f"{NAME}: {{due: 2030-03-01T12:00:00+00:00, extensions: {{s1: -3d}}}}\n")
+    data_file = tmp_path / "problem_data.yaml"
+    data_file.write_text("variants: {per_student: false}\n")
+    core = FetchCore(released.parent, data_file, frozenset({os.getuid()}), due_dates)
+    request = json.dumps({"assignment": NAME, "notebook": f"{NAME}.ipynb"}).encode()
+    source = core.personalised("s1", request)["cells"][0]["source"]
+    assert source.startswith("# Problem 3") and DUE_LINE not in source
+    assert any("due dates left out" in r.getMessage() for r in caplog.records), caplog.records
+
+
+def test_the_hub_keeps_the_due_dates_where_the_fetch_service_reads_them(tmp_path):
+    """hubctl moves the instructor's exercises/due_dates.yaml beside the course data, staff-readable
+    only, links it back, and passes it to the fetch service; no file is fine (nothing is due)."""
+    import grp
+    import importlib.util
+    import stat
+
+    from rbtutor.course.fetch_service import service_entry
+
+    spec = importlib.util.spec_from_file_location("hubctl", Path(__file__).parents[1] / "hub" / "hubctl.py")
+    hubctl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hubctl)
+    try:
+        gid = grp.getgrnam(hubctl.STAFF_GROUP).gr_gid
+    except KeyError:
+        gid = None
+    if gid is None or os.getuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"needs root and the group {hubctl.STAFF_GROUP} (made by the hub set-up)")
+        pytest.skip(f"needs root and the group {hubctl.STAFF_GROUP} (made by `make hub`)")
+    link, target = tmp_path / "course" / "due_dates.yaml", tmp_path / "srv" / "due_dates.yaml"
+    link.parent.mkdir()
+    target.parent.mkdir()
+    owner = (os.getuid(), os.getgid())
+    hubctl.ensure_due_dates(link, owner, target)
+    assert not link.exists() and not target.exists()  # optional: nothing made
+    link.write_text(FIRST)
+    hubctl.ensure_due_dates(link, owner, target)
+    assert link.is_symlink() and os.readlink(link) == str(target) and target.read_text() == FIRST
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640 and target.stat().st_gid == gid
+    hubctl.ensure_due_dates(link, owner, target)  # again: unchanged
+    assert link.is_symlink() and target.read_text() == FIRST
+    service, _ = service_entry("/x/outbound", "/x/data.yaml", "python", "fetch", [], due_dates=target)
+    assert service["environment"]["RBTUTOR_DUE_DATES"] == str(target)
+    assert "RBTUTOR_DUE_DATES" not in service_entry("/x/outbound", "/x/data.yaml", "python", "fetch", [])[0][
+        "environment"]

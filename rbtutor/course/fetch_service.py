@@ -37,6 +37,7 @@ and JupyterHub's own ``JUPYTERHUB_*`` variables.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pwd
 import re
@@ -174,13 +175,28 @@ class FetchCore:
             nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
         except (UnicodeDecodeError, ValueError) as exc:
             raise FetchRefused(409, f"the released notebook {'/'.join(parts)} is not a notebook: {exc}") from None
-        from .late import own_due_date
-
         data = load_course_data(self.data_file)
-        due = own_due_date(self.due_dates, assignment, student) if self.due_dates else None
+        due = self.own_due_date(assignment, student)
         personalise_notebook(nb, data if per_student(data) else None, student,
                              name="/".join([assignment, *parts]), due=due)
         return nb
+
+
+    def own_due_date(self, assignment: str, student: str):
+        """``(due, extended)`` of :func:`rbtutor.course.late.own_due_date`, or None without a due-dates file.
+
+        A due-dates file that does not parse leaves the date out (logged for the instructor, who
+        also hears of it from ``make grade``) rather than keep every student from fetching.
+        """
+        from .late import own_due_date
+
+        if self.due_dates is None:
+            return None
+        try:
+            return own_due_date(self.due_dates, assignment, student)
+        except (OSError, ValueError) as exc:
+            logging.getLogger(SERVICE_NAME).error("due dates left out of %s: %s", assignment, exc)
+            return None
 
 
 def releaser_uids(names: str) -> frozenset[int]:
@@ -195,17 +211,20 @@ def releaser_uids(names: str) -> frozenset[int]:
 
 
 def service_entry(outbound, data_file, python: str, user: str, releasers: list[str],
-                  url: str = "http://127.0.0.1:10102") -> tuple[dict, list[dict]]:
+                  url: str = "http://127.0.0.1:10102", due_dates=None) -> tuple[dict, list[dict]]:
     """The hub configuration of the service: ``(service, roles)`` for ``c.JupyterHub.services`` and
     ``c.JupyterHub.load_roles``.
 
     The service itself needs no scope: it learns whom a token belongs to from the hub with that
     token. The second role, given to the course's groups by the caller, lets users reach it.
+    ``due_dates``, when given, is the course's due-dates file (it need not exist yet): each
+    fetched notebook then shows its student's own due date.
     """
     service = {"name": SERVICE_NAME, "url": url, "user": user, "cwd": "/",
                "command": [python, "-m", "rbtutor.course.fetch_service"],
                "environment": {"RBTUTOR_OUTBOUND": str(outbound), "RBTUTOR_COURSE_DATA": str(data_file),
-                               "RBTUTOR_RELEASERS": ",".join(releasers)},
+                               "RBTUTOR_RELEASERS": ",".join(releasers),
+                               **({"RBTUTOR_DUE_DATES": str(due_dates)} if due_dates else {})},
                "oauth_no_confirm": True}
     roles = [{"name": f"{SERVICE_NAME}-user", "scopes": [f"access:services!service={SERVICE_NAME}"]}]
     return service, roles
