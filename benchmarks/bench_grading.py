@@ -54,8 +54,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grading_class import Submission, make_class  # noqa: E402
-from run_cgroup import RunGroup  # noqa: E402
+from grading_class import Submission, make_class
+from run_cgroup import RunGroup
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -331,7 +331,7 @@ def gradebook_queries(course: Path) -> dict[str, float]:
         found["list the students"] = time.perf_counter() - start
         start = time.perf_counter()
         sub = gradebook.find_submission(assignment, student)
-        [g.score for nb in sub.notebooks for g in nb.grades]  # noqa: B018 - what the feedback page reads
+        [g.score for nb in sub.notebooks for g in nb.grades]  # what the feedback page reads
         found["one submission's grades"] = time.perf_counter() - start
     start = time.perf_counter()
     export_grades(grader, course / "grades-again.csv")

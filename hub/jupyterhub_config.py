@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import hubctl  # noqa: E402
+import hubctl
 
 c = get_config()  # noqa: F821 - provided by JupyterHub
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
-from pgserver import PostgresError, PostgresServer, bin_dir, free_port  # noqa: E402
+from pgserver import PostgresError, PostgresServer, bin_dir, free_port
 
 
 @pytest.fixture(scope="session")

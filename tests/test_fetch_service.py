@@ -203,7 +203,7 @@ class _Service(BaseHTTPRequestHandler):
     replies: dict = {}
     seen: list = []
 
-    def do_POST(self):  # noqa: N802 - the http.server name
+    def do_POST(self):
         length = int(self.headers["Content-Length"])
         _Service.seen.append((self.path, self.headers["Authorization"], json.loads(self.rfile.read(length))))
         status, reply = _Service.replies["next"]

@@ -19,14 +19,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import yaml  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import yaml
 
-from rbtutor import RigidBody, box_inertia, rotation_matrix, simulate  # noqa: E402
-from rbtutor import figures as F  # noqa: E402
-from rbtutor.problems import load_data, steady_heel, vessel  # noqa: E402
+from rbtutor import RigidBody, box_inertia, rotation_matrix, simulate
+from rbtutor import figures as F
+from rbtutor.problems import load_data, steady_heel, vessel
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = load_data()

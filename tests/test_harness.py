@@ -31,7 +31,7 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_assignments import (  # noqa: E402
+from test_assignments import (
     ROOT,
     grade_meta,
     grade_of,
@@ -40,14 +40,14 @@ from test_assignments import (  # noqa: E402
     run_course,
     submit_as,
 )
-from test_feedback import formgrader_page  # noqa: E402
-from test_feedback_browser import browser, screenshot, visit  # noqa: E402, F401 - browser is a fixture
+from test_feedback import formgrader_page
+from test_feedback_browser import browser, screenshot, visit  # noqa: F401 - browser is a fixture
 
-from rbtutor.grading.execute import BoundedExecute  # noqa: E402
-from rbtutor.grading.outputs import CapOutput  # noqa: E402
-from rbtutor.grading.protocol import ANSWER_MIME  # noqa: E402
-from rbtutor.grading.report import write_integrity_report  # noqa: E402
-from rbtutor.grading.scan import scan_source  # noqa: E402
+from rbtutor.grading.execute import BoundedExecute
+from rbtutor.grading.outputs import CapOutput
+from rbtutor.grading.protocol import ANSWER_MIME
+from rbtutor.grading.report import write_integrity_report
+from rbtutor.grading.scan import scan_source
 
 NAME = "problem03"
 AUTOGRADED = {"p3_b_K": 2.0, "p3_c_phi_rad": 1.0, "p3_c_phi_deg": 1.0, "p3_d_K": 1.0, "p3_d_phi_deg": 1.0}

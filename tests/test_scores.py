@@ -23,7 +23,7 @@ from rbtutor.grading.scores import SaveScores, cell_score, points_earned
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_judge import PLANTED, RIGHT_K, WRONG_K, judged, notebook, payload  # noqa: E402
+from test_judge import PLANTED, RIGHT_K, WRONG_K, judged, notebook, payload
 
 
 def test_a_passed_verdict_earns_its_points_and_anything_else_zero():

@@ -35,7 +35,7 @@ from rbtutor.problems.variants import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_assignments import (  # noqa: E402
+from test_assignments import (
     ROOT,
     answered,
     exchange_config,
