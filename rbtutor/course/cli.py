@@ -22,7 +22,10 @@ Commands, in the order an instructor uses them:
     the final scores as the file that LMS imports (:mod:`rbtutor.course.export`);
 ``report``
     the class report, ``report/index.html`` (:mod:`rbtutor.course.class_report`), which
-    ``grade`` also writes.
+    ``grade`` also writes;
+``config [--json]``
+    every grading option with its value, default, unit and description, and what the
+    course's ``nbgrader_config.py`` sets (:mod:`rbtutor.course.options`).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ def main(argv=None) -> int:
                         "sis_login_id,section")
     export.add_argument("--out", required=True, help="the file to write")
     sub.add_parser("report", help="the class report, report/index.html")
+    config = sub.add_parser("config", help="every grading option: value, default, unit, description")
+    config.add_argument("--json", action="store_true", help="JSON for machines instead of the table")
     # --root is accepted after the command too (python -m rbtutor.course grade --root DIR)
     for command in sub.choices.values():
         command.add_argument("--root", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -66,7 +71,9 @@ def main(argv=None) -> int:
     try:
         layout = CourseLayout(args.root) if args.root else CourseLayout.find()
     except CourseError as exc:
-        parser.error(str(exc))
+        if args.command != "config" or args.root:
+            parser.error(str(exc))
+        layout = None  # config outside a course: the defaults
     if args.command == "render":
         from .render import render_course
 
@@ -94,6 +101,10 @@ def main(argv=None) -> int:
         from .export import run_export
 
         return run_export(layout, args.lms, args.roster, args.out)
+    if args.command == "config":
+        from .options import run_config
+
+        return run_config(layout, args.json)
     if args.command == "report":
         from .class_report import run_report
 
