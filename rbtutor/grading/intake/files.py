@@ -28,13 +28,14 @@ import os
 import stat
 from pathlib import Path
 
+from ..config import GRADING
 from ..report import event
 from .copies import solution_texts
 from .limits import TIMESTAMP_FILE, Intake, Limits, MiB, _join, _show, name_problem
 from .notebooks import _NotebookStep
 
 #: the listing stops after this many entries per allowed file (``FLOOD_FACTOR * max_files``)
-FLOOD_FACTOR = 4
+FLOOD_FACTOR = GRADING.intake_flood_factor
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -44,9 +44,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ..config import GRADING
+
 MiB = 1024 * 1024
 #: the file nbgrader's submit writes into every submission, and its size cap
-TIMESTAMP_FILE, TIMESTAMP_BYTES = "timestamp.txt", 100
+TIMESTAMP_FILE, TIMESTAMP_BYTES = "timestamp.txt", GRADING.intake_timestamp_bytes
 
 KINDS = ("link_refused", "hard_link_refused", "special_file_refused", "too_many_files", "too_deep",
          "too_large", "bad_name", "notebook_unreadable", "cell_cut", "too_many_cells", "source_copy",
@@ -85,15 +87,15 @@ class Limits:
         (default 100 000); more is an error, not a silent partial collection.
     """
 
-    max_files: int = 64
-    max_depth: int = 4
-    max_file_bytes: int = 16 * MiB
-    max_total_bytes: int = 64 * MiB
-    max_notebook_bytes: int = 16 * MiB
-    max_cells: int = 1000
-    max_cell_source_bytes: int = 100_000
-    max_name_bytes: int = 255
-    max_inbound_entries: int = 100_000
+    max_files: int = GRADING.intake_max_files
+    max_depth: int = GRADING.intake_max_depth
+    max_file_bytes: int = GRADING.intake_max_file_bytes
+    max_total_bytes: int = GRADING.intake_max_total_bytes
+    max_notebook_bytes: int = GRADING.intake_max_notebook_bytes
+    max_cells: int = GRADING.intake_max_cells
+    max_cell_source_bytes: int = GRADING.intake_max_cell_source_bytes
+    max_name_bytes: int = GRADING.intake_max_name_bytes
+    max_inbound_entries: int = GRADING.intake_max_inbound_entries
 
     def __post_init__(self):
         for name in ("max_files", "max_depth", "max_file_bytes", "max_total_bytes", "max_notebook_bytes",

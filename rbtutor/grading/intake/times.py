@@ -17,12 +17,13 @@ import stat
 import tempfile
 from pathlib import Path
 
+from ..config import GRADING
 from ..report import event
 from .files import _DIR_FLAGS, _FILE_FLAGS
 from .limits import TIMESTAMP_BYTES, TIMESTAMP_FILE, Intake, _show
 
 #: the student's claimed time and the time the entry appeared may differ this much unnamed
-MISMATCH_SECONDS = 60.0
+MISMATCH_SECONDS = GRADING.intake_timestamp_mismatch
 #: no submission time (in an entry's name or a claim) is earlier than this
 EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 #: the receipt of a collected submission: ``submitted/<student>/.<assignment>.receipt.json``
