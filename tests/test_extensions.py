@@ -93,7 +93,8 @@ def graded_class(tmp_path_factory):
 def test_the_extended_student_is_not_penalised_and_the_classmate_is(graded_class):
     course, first, _ = graded_class
     score = float(first["classmate"]["score"])
-    assert score > 0 and float(first["extended"]["score"]) == score == float(first["early"]["score"])
+    assert score > 0
+    assert float(first["extended"]["score"]) == score == float(first["early"]["score"])
     assert float(first["extended"]["late_penalty"]) == expected_penalty(score, HANDED_IN["extended"],
                                                                          DUE + dt.timedelta(days=3)) == 0
     classmate = expected_penalty(score, HANDED_IN["classmate"], DUE)
@@ -109,12 +110,33 @@ def test_each_student_s_own_due_date_is_in_the_gradebook_and_grades_csv(graded_c
     with api(course).gradebook as gradebook:
         extended = gradebook.find_submission(NAME, "extended")
         classmate = gradebook.find_submission(NAME, "classmate")
-        assert extended.extension == dt.timedelta(days=3) and classmate.extension is None
+        assert extended.extension == dt.timedelta(days=3)
+        assert classmate.extension is None
         utc = DUE.astimezone(dt.UTC).replace(tzinfo=None)
         assert (extended.duedate, classmate.duedate) == (utc + dt.timedelta(days=3), utc)
     assert first["extended"]["due"] == f"{DUE.astimezone(dt.UTC) + dt.timedelta(days=3):%Y-%m-%d %H:%M:%S} UTC"
     assert first["classmate"]["due"] == f"{DUE.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
 
+
+def test_the_formgrader_shows_each_student_s_own_due_date(graded_class):
+    """The notebook the Formgrader shows (autograded/) opens with a grader's note of the student's own
+    due date and submission time; the student's feedback page leaves it out."""
+    from rbtutor.grading.grader_notes import is_grader_note
+
+    course, *_ = graded_class
+    utc = DUE.astimezone(dt.UTC)
+    for student, due in (("extended", utc + dt.timedelta(days=3)), ("classmate", utc)):
+        nb = nbformat.read(course / "autograded" / student / NAME / f"{NAME}.ipynb", as_version=4)
+        note = nb.cells[0]
+        assert is_grader_note(note), note
+        assert f"due for this student {due:%Y-%m-%d %H:%M} UTC" in note.source
+        submitted = HANDED_IN[student].astimezone(dt.UTC)
+        assert f"submitted {submitted:%Y-%m-%d %H:%M} UTC" in note.source
+        assert ("late by" in note.source) == (submitted > due), note.source
+        assert ("an extension of 3 days" in note.source) == (student == "extended"), note.source
+        assert sum("due for this student" in c.source for c in nb.cells) == 1
+        page = (course / "feedback" / student / NAME / f"{NAME}.html").read_text()
+        assert "due for this student" not in page
 
 def test_an_extension_for_a_student_not_in_the_gradebook_is_reported(graded_class):
     *_, output = graded_class
@@ -167,17 +189,21 @@ def test_the_fetched_notebook_shows_the_student_s_own_due_date(graded_class):
     classmate = fetch_with_due_dates(course, "classmate").cells[0].source
     for text, when, note in ((extended, own, "your extended due date"), (classmate, DUE, None)):
         (line,) = [x for x in text.split("\n") if x.startswith(DUE_LINE)]
-        assert when.strftime("%d %B %Y, %H:%M") in line and "(+01:00)" in line, line
+        assert when.strftime("%d %B %Y, %H:%M") in line, line
+        assert "(+01:00)" in line, line
         assert (note in line) if note else ("extended" not in line)
     assert text.startswith("# Problem 3")  # after the heading, the rest unchanged
 
 
 def test_the_due_date_line_is_replaced_and_removed_cleanly():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title\n\nText.")])
-    assert show_due_date(nb, DUE) and nb.cells[0].source.count(DUE_LINE) == 1
+    assert show_due_date(nb, DUE)
+    assert nb.cells[0].source.count(DUE_LINE) == 1
     assert show_due_date(nb, DUE + dt.timedelta(days=1), extended=True)
-    assert nb.cells[0].source.count(DUE_LINE) == 1 and "extended" in nb.cells[0].source
-    assert show_due_date(nb, None) and nb.cells[0].source == "# Title\n\nText."
+    assert nb.cells[0].source.count(DUE_LINE) == 1
+    assert "extended" in nb.cells[0].source
+    assert show_due_date(nb, None)
+    assert nb.cells[0].source == "# Title\n\nText."
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -212,7 +238,8 @@ def test_bad_extensions_are_refused(tmp_path, text, message):
 def test_a_bad_file_stops_grading_before_anything_is_graded(tmp_path):
     course = course_with(tmp_path, f"{NAME}: {{due: 2030-03-01T12:00:00+01:00, extensions: {{s1: soon}}}}\n")
     result = run_course(course, "grade")
-    assert result.returncode == 2 and "got 'soon'" in result.stderr, result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "got 'soon'" in result.stderr, result.stdout + result.stderr
     assert not (course / "grades.csv").exists()
 
 
@@ -221,10 +248,12 @@ def test_both_forms_and_both_durations(tmp_path):
     path.write_text(f"{NAME}: 2030-03-01T12:00:00+01:00\nproblem04:\n  due: 2030-03-08T12:00:00+01:00\n"
                     "  extensions: {s1: 36h, s2: 1.5d, s3: 2030-03-09T00:00:00Z}\n")
     deadlines = parse_due_dates(path)
-    assert deadlines[NAME].due == DUE and deadlines[NAME].extensions == {}
+    assert deadlines[NAME].due == DUE
+    assert deadlines[NAME].extensions == {}
     later = deadlines["problem04"]
     assert later.of("s1") == later.of("s2") == later.due + dt.timedelta(hours=36)
-    assert later.of("s3") == dt.datetime(2030, 3, 9, tzinfo=dt.UTC) and later.of("s4") == later.due
+    assert later.of("s3") == dt.datetime(2030, 3, 9, tzinfo=dt.UTC)
+    assert later.of("s4") == later.due
 
 
 def test_the_hub_fetch_service_shows_the_own_due_date(tmp_path):
@@ -248,7 +277,8 @@ def test_the_hub_fetch_service_shows_the_own_due_date(tmp_path):
     own = {s: core.personalised(s, request)["cells"][0]["source"] for s in ("extended", "classmate")}
     assert (DUE + dt.timedelta(days=3)).strftime("%d %B %Y, %H:%M") in own["extended"]
     assert "your extended due date" in own["extended"]
-    assert DUE.strftime("%d %B %Y, %H:%M") in own["classmate"] and "extended" not in own["classmate"]
+    assert DUE.strftime("%d %B %Y, %H:%M") in own["classmate"]
+    assert "extended" not in own["classmate"]
     without = FetchCore(released.parent, data_file, frozenset({os.getuid()}))
     assert DUE_LINE not in without.personalised("classmate", request)["cells"][0]["source"]
 
@@ -296,10 +326,12 @@ def test_an_extension_left_on_an_undated_assignment_breaks_nothing():
 
     undated = SimpleNamespace(assignment=SimpleNamespace(duedate=None), extension=dt.timedelta(days=2),
                               timestamp=dt.datetime(2030, 3, 3), duedate="not to be read")
-    assert own_due(undated) is None and seconds_late(undated) == 0.0
+    assert own_due(undated) is None
+    assert seconds_late(undated) == 0.0
     dated = SimpleNamespace(assignment=SimpleNamespace(duedate=dt.datetime(2030, 3, 1)),
                             duedate=dt.datetime(2030, 3, 2), timestamp=dt.datetime(2030, 3, 2, 1))
-    assert own_due(dated) == dt.datetime(2030, 3, 2) and seconds_late(dated) == 3600.0
+    assert own_due(dated) == dt.datetime(2030, 3, 2)
+    assert seconds_late(dated) == 3600.0
 
 
 def test_settling_penalties_runs_as_many_queries_for_a_large_class_as_for_a_small_one(tmp_path, monkeypatch):
@@ -348,7 +380,8 @@ def test_a_broken_due_dates_file_leaves_the_date_out_of_the_fetch(tmp_path, capl
     core = FetchCore(released.parent, data_file, frozenset({os.getuid()}), due_dates)
     request = json.dumps({"assignment": NAME, "notebook": f"{NAME}.ipynb"}).encode()
     source = core.personalised("s1", request)["cells"][0]["source"]
-    assert source.startswith("# Problem 3") and DUE_LINE not in source
+    assert source.startswith("# Problem 3")
+    assert DUE_LINE not in source
     assert any("due dates left out" in r.getMessage() for r in caplog.records), caplog.records
 
 
@@ -377,13 +410,18 @@ def test_the_hub_keeps_the_due_dates_where_the_fetch_service_reads_them(tmp_path
     target.parent.mkdir()
     owner = (os.getuid(), os.getgid())
     hubctl.ensure_due_dates(link, owner, target)
-    assert not link.exists() and not target.exists()  # optional: nothing made
+    assert not link.exists()
+    assert not target.exists()  # optional: nothing made
     link.write_text(FIRST)
     hubctl.ensure_due_dates(link, owner, target)
-    assert link.is_symlink() and os.readlink(link) == str(target) and target.read_text() == FIRST
-    assert stat.S_IMODE(target.stat().st_mode) == 0o640 and target.stat().st_gid == gid
+    assert link.is_symlink()
+    assert os.readlink(link) == str(target)
+    assert target.read_text() == FIRST
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert target.stat().st_gid == gid
     hubctl.ensure_due_dates(link, owner, target)  # again: unchanged
-    assert link.is_symlink() and target.read_text() == FIRST
+    assert link.is_symlink()
+    assert target.read_text() == FIRST
     service, _ = service_entry("/x/outbound", "/x/data.yaml", "python", "fetch", [], due_dates=target)
     assert service["environment"]["RBTUTOR_DUE_DATES"] == str(target)
     assert "RBTUTOR_DUE_DATES" not in service_entry("/x/outbound", "/x/data.yaml", "python", "fetch", [])[0][

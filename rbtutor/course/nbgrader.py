@@ -42,7 +42,7 @@ def configure(c, root: str | os.PathLike) -> None:
 
     from ..grading import sandbox
     from ..grading.execute import BoundedExecute
-    from ..grading.grader_notes import DropGraderNotes, GraderNotes
+    from ..grading.grader_notes import DropGraderNotes, DueDateNote, GraderNotes
     from ..grading.judge import JudgeAnswers
     from ..grading.outputs import CapOutput
     from ..grading.restore import CheckMetadata, RestoreCells
@@ -87,6 +87,7 @@ def configure(c, root: str | os.PathLike) -> None:
         SaveScores,  # where a grade is decided: points from the verdicts (rbtutor.grading.scores)
         SanitizeNotebook,
         GraderNotes,
+        DueDateNote,  # the student's own due date, for the grader (the Formgrader shows the class's only)
         AssignLatePenalties,
         CheckMetadata,
     ]

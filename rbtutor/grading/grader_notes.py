@@ -3,7 +3,9 @@
 :class:`GraderNotes` runs in the grading process after :class:`~.sanitize.SanitizeNotebook`
 and puts, after each part graded by hand, a cell from the instructor's source notebook with
 what lies between its solution markers (:func:`solution_text`, :func:`grader_note`), so the
-Formgrader shows it. :func:`is_grader_note` tells such a cell; :func:`~.feedback.render_feedback`
+Formgrader shows it. :class:`DueDateNote` puts the student's own due date (an extension
+included) and their submission time at the top, since the Formgrader itself shows only the
+assignment's due date. :func:`is_grader_note` tells such a cell; :func:`~.feedback.render_feedback`
 and :class:`DropGraderNotes` (for nbgrader's own feedback) leave it out of every page a
 student sees.
 """
@@ -18,7 +20,8 @@ from traitlets import Unicode
 
 from .mathml import _source, prerender_math
 
-__all__ = ["GRADER_NOTE", "DropGraderNotes", "GraderNotes", "grader_note", "is_grader_note", "solution_text"]
+__all__ = ["GRADER_NOTE", "DropGraderNotes", "DueDateNote", "GraderNotes", "due_date_note", "grader_note",
+           "is_grader_note", "solution_text"]
 
 #: ``cell.metadata.rbtutor.grader_note``: a cell for the grader only (model answer and rubric), never
 #: on a feedback page
@@ -111,6 +114,45 @@ class GraderNotes(NbGraderPreprocessor):
         nb.cells = cells
         return nb, resources
 
+
+def _utc_text(when) -> str:
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def due_date_note(due, extension, submitted):
+    """The grader's note of one submission's own due date: ``due`` (the class's date plus
+    ``extension``, a timedelta or None) and the submission time ``submitted``, all naive UTC as
+    the gradebook keeps them; on time, or late by how long."""
+    from nbformat.v4 import new_markdown_cell
+
+    text = f"**For the grader**: due for this student {_utc_text(due)}"
+    if extension:
+        text += f", an extension of {extension} on the class's {_utc_text(due - extension)}"
+    if submitted is not None:
+        late = (submitted - due).total_seconds()
+        text += f"; submitted {_utc_text(submitted)}, " + (f"late by {submitted - due}" if late > 0 else "on time")
+    return new_markdown_cell(_NOTE_FRAME.format(text + "."), metadata={"rbtutor": {GRADER_NOTE: True}})
+
+
+class DueDateNote(NbGraderPreprocessor):
+    """The student's own due date and submission time, as a grader's note atop the notebook.
+
+    Read from the gradebook (the assignment's due date plus the submission's ``extension``,
+    written there from ``exercises/due_dates.yaml`` by :func:`rbtutor.course.late.set_due_dates`
+    before each grading run), so every run shows the dates in force. Nothing is added when the
+    assignment has no due date.
+    """
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        info = resources.get("nbgrader", {})
+        with Gradebook(info["db_url"]) as gradebook:
+            submission = gradebook.find_submission(info["assignment"], info["student"])
+            due, extension, submitted = submission.duedate, submission.extension, submission.timestamp
+        if due is not None:
+            nb.cells.insert(0, due_date_note(due, extension, submitted))
+        return nb, resources
 
 class DropGraderNotes(NbGraderPreprocessor):
     """The grader's notes taken out: for nbgrader's own ``generate_feedback`` (the Formgrader's
