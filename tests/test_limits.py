@@ -23,7 +23,7 @@ import pytest
 import test_sandbox
 from test_sandbox import kernel_config, probe, results, zygote
 
-from rbtutor.grading import sandbox as student_kernel
+from rbtutor.grading import sandbox
 from rbtutor.grading.execute import BoundedExecute, kernel_seed
 from rbtutor.grading.sandbox import cgroups
 
@@ -49,13 +49,13 @@ def run_cells(work: Path, sources: list[str], timeout: int = 60) -> tuple[list[s
     run = Path(config.KernelManager.ip).parent
     config.KernelManager.connection_file = str(run / "connection.json")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    client = NotebookClient(nb, kernel_name=student_kernel.KERNEL_NAME, timeout=timeout, allow_errors=True,
+    client = NotebookClient(nb, kernel_name=sandbox.KERNEL_NAME, timeout=timeout, allow_errors=True,
                             config=config, resources={"metadata": {"path": str(work)}})
     client.execute()
     texts = ["".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
              + "".join(f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error")
              for cell in nb.cells]
-    return texts, student_kernel.kernel_record(run, "connection"), run
+    return texts, sandbox.kernel_record(run, "connection"), run
 
 
 def static_bwrap() -> str:
@@ -91,14 +91,14 @@ def test_the_socket_folder_is_a_few_kib_of_the_kernels_own(course, bwrap):
     _, work = course
     texts, record, run = run_cells(work, [probe(f"""
         import os
-        st = os.statvfs({student_kernel.SOCKETS!r})
-        print("SIZE", st.f_blocks * st.f_frsize, "SOCKETS", len(os.listdir({student_kernel.SOCKETS!r})))
-        with open({student_kernel.SOCKETS!r} + "/fill", "wb") as handle:
+        st = os.statvfs({sandbox.SOCKETS!r})
+        print("SIZE", st.f_blocks * st.f_frsize, "SOCKETS", len(os.listdir({sandbox.SOCKETS!r})))
+        with open({sandbox.SOCKETS!r} + "/fill", "wb") as handle:
             handle.write(b"x" * 10_000_000)
     """)])
     assert results(texts) == ["OSError"] and "No space left on device" in texts[0], texts
     size = int(texts[0].split("SIZE ")[1].split()[0])
-    assert size <= student_kernel.SOCKET_FS_SIZE, texts  # a few KiB
+    assert size <= sandbox.SOCKET_FS_SIZE, texts  # a few KiB
     assert int(texts[0].split("SOCKETS ")[1].split()[0]) == 5, texts  # the kernel's five sockets are there
     assert record["sandbox"], record
     names = sorted(p.name for p in run.iterdir())
@@ -134,7 +134,7 @@ def bounded_execute(work: Path, sources: list[str], tmp_path: Path, student: str
     resources = {"nbgrader": {"student": student, "assignment": "a", "notebook": "n"},
                  "metadata": {"path": str(work)}}
     traits.setdefault("timeout", 60)
-    runner = BoundedExecute(kernel_name=student_kernel.KERNEL_NAME, report_dir=str(tmp_path),
+    runner = BoundedExecute(kernel_name=sandbox.KERNEL_NAME, report_dir=str(tmp_path),
                             seed_salt="test-salt", **traits)
     try:
         nb, resources = runner.preprocess(nb, resources)
@@ -157,7 +157,7 @@ def test_twenty_children_share_one_memory_limit(course, tmp_path, monkeypatch):
     assert nb.cells[1].outputs[0].text == "after 42\n"
     limit = [e for e in events if e["kind"] == "memory_limit"]
     assert limit and limit[0]["limit"] == 512 * 2**20, events
-    assert student_kernel.DEFAULT_TREE_MEMORY == 2 * 2**30
+    assert sandbox.DEFAULT_TREE_MEMORY == 2 * 2**30
 
 
 def test_the_memory_bound_is_stated(one_course):
@@ -166,7 +166,7 @@ def test_the_memory_bound_is_stated(one_course):
     _, record, _ = run_cells(work, ["pass"])
     if os.getuid() == 0:
         assert record["memory"].startswith(("cgroup v2", "cgroup v1")), record
-        assert record["tree_limit"] == student_kernel.DEFAULT_TREE_MEMORY
+        assert record["tree_limit"] == sandbox.DEFAULT_TREE_MEMORY
         assert not Path(record["cgroup"]).exists()  # removed with its kernel
     else:
         assert record["memory"].startswith("per process only"), record
@@ -258,7 +258,7 @@ def test_a_silent_peer_stalls_no_one(one_course, monkeypatch):
     _, work = one_course
     address = zygote()
     monkeypatch.setenv("RBTUTOR_ZYGOTE", address)
-    name, _ = student_kernel.zygote_address(address)
+    name, _ = sandbox.zygote_address(address)
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as silent:
         silent.connect("\0" + name)
         started = time.monotonic()
@@ -270,8 +270,8 @@ def test_a_silent_peer_stalls_no_one(one_course, monkeypatch):
 
 
 def test_a_malformed_zygote_address_is_refused():
-    with pytest.raises(student_kernel.SandboxError, match="<name>@<pid"):
-        student_kernel.zygote_address("rbtutor-zygote-without-pid")
+    with pytest.raises(sandbox.SandboxError, match="<name>@<pid"):
+        sandbox.zygote_address("rbtutor-zygote-without-pid")
 
 
 # --------------------------------------------------------------------------- the grader's own streams
@@ -301,7 +301,7 @@ def test_the_kernel_never_writes_to_the_graders_streams(course, capfd, tmp_path)
     named = [e for e in events if e["kind"] == "kernel_output"]
     # counted past what is kept (ipykernel copies fd output to the pipe from a thread of its own, which the
     # kernel's shutdown may cut short of the full 60 MB)
-    assert named and named[0]["bytes"] > 10 * student_kernel.OUTPUT_KEEP, events
+    assert named and named[0]["bytes"] > 10 * sandbox.OUTPUT_KEEP, events
     kept = named[0]["output"]
     # what the instructor sees of it: the first 2000 characters (stdout and stderr arrive in either order)
     assert ("[1/1] alice" in kept or "bob problem03: forged" in kept) and len(kept) <= 2000, kept[:300]
@@ -311,10 +311,10 @@ def test_the_kernel_never_writes_to_the_graders_streams(course, capfd, tmp_path)
 
 def test_memory_kills_reads_both_cgroup_versions(tmp_path):
     (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
-    assert student_kernel.memory_kills(tmp_path) == 3
+    assert sandbox.memory_kills(tmp_path) == 3
     (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\n")
-    assert student_kernel.memory_kills(tmp_path) == 2
-    assert student_kernel.memory_kills(None) == 0
+    assert sandbox.memory_kills(tmp_path) == 2
+    assert sandbox.memory_kills(None) == 0
 
 
 def test_stale_kernel_groups_are_swept(tmp_path):

@@ -24,7 +24,7 @@ import pytest
 from conftest import require_sandbox
 from traitlets.config import Config
 
-from rbtutor.grading import sandbox as student_kernel
+from rbtutor.grading import sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = ROOT / "solutions" / "answer_key.yaml"
@@ -55,7 +55,7 @@ def course(request, tmp_path, monkeypatch):
     """A scratch course; each test runs twice: with kernels started from nothing, and with kernels
     that are copies of a zygote (what grading workers use)."""
     require_sandbox()
-    student_kernel.install()
+    sandbox.install()
     if request.param == "zygote":
         monkeypatch.setenv("RBTUTOR_ZYGOTE", zygote())
     else:
@@ -67,14 +67,14 @@ def course(request, tmp_path, monkeypatch):
 def one_course(tmp_path, monkeypatch):
     """A scratch course, for the tests that choose how kernels start themselves."""
     require_sandbox()
-    student_kernel.install()
+    sandbox.install()
     monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
     return make_course(tmp_path)
 
 
 def zygote() -> str:
     """The name of this test process's zygote (started once)."""
-    name = student_kernel.start_zygote()
+    name = sandbox.start_zygote()
     assert name, "the zygote did not start"
     return name
 
@@ -90,7 +90,7 @@ def kernel_config() -> Config:
     """The kernel manager's configuration, as in nbgrader_config.py."""
     config = Config()
     config.KernelManager.transport = "ipc"
-    config.KernelManager.ip = student_kernel.ipc_prefix()
+    config.KernelManager.ip = sandbox.ipc_prefix()
     return config
 
 
@@ -99,7 +99,7 @@ def execute(work: Path, sources: list[str], timeout: int = 60) -> list[str]:
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    client = NotebookClient(nb, kernel_name=student_kernel.KERNEL_NAME, timeout=timeout, allow_errors=True,
+    client = NotebookClient(nb, kernel_name=sandbox.KERNEL_NAME, timeout=timeout, allow_errors=True,
                             config=kernel_config(), resources={"metadata": {"path": str(work)}})
     client.execute()
     return ["".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream") +
@@ -250,7 +250,9 @@ def test_launcher_refuses_to_run_unconfined(course, tmp_path):
     tcp = connection_file(tmp_path, "tcp", "127.0.0.1")
     proc = subprocess.run([*launcher, str(tcp)], cwd=work, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and 'c.KernelManager.transport = "ipc"' in proc.stderr, proc.stderr
-    run = Path(student_kernel.ipc_prefix()).parent
+    assert proc.stderr.startswith("rbtutor.grading.sandbox: not starting the grading kernel: ")
+    assert "c.KernelManager.ip = rbtutor.grading.sandbox.ipc_prefix()" in proc.stderr, proc.stderr
+    run = Path(sandbox.ipc_prefix()).parent
     ipc = connection_file(run, "ipc", str(run / "kernel"))
     env = {**os.environ, "RBTUTOR_BWRAP": "/nonexistent/bwrap"}
     proc = subprocess.run([*launcher, str(ipc)], cwd=work, capture_output=True, text=True, env=env, timeout=30)
@@ -265,14 +267,16 @@ def test_the_kernelspec_launcher_imports_this_package_alone(tmp_path):
     """At every kernel start the kernelspec runs the sandbox package's ``__main__.py`` as a script: it
     loads that package under its own name and nothing of rbtutor's own (which imports numpy and scipy),
     nor the kernel's libraries, and it refuses a start without a connection file."""
-    student_kernel.install()
-    spec = Path(sys.prefix, "share", "jupyter", "kernels", student_kernel.KERNEL_NAME, "kernel.json")
+    sandbox.install()
+    spec = Path(sys.prefix, "share", "jupyter", "kernels", sandbox.KERNEL_NAME, "kernel.json")
     argv = json.loads(spec.read_text())["argv"]
     assert argv[:2] == [sys.executable, "-I"] and argv[3:] == ["-f", "{connection_file}"], argv
-    assert Path(argv[2]) == Path(student_kernel.__file__).resolve().with_name("__main__.py"), argv
+    assert Path(argv[2]) == Path(sandbox.__file__).resolve().with_name("__main__.py"), argv
     proc = subprocess.run([sys.executable, "-X", "importtime", *argv[1:3]], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "not starting the grading kernel" in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert ("rbtutor.grading.sandbox: not starting the grading kernel: usage: python -m rbtutor.grading.sandbox "
+            "-f CONNECTION_FILE") in proc.stderr, proc.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:")}
     # (the package itself is loaded by __main__.py directly, so only its modules appear as imports)
@@ -352,7 +356,7 @@ def test_kernel_works_for_an_ordinary_grader(start):
         assert found[0] == "ok" and not (work / "mine.txt").exists(), out
         assert found[1] in ("PermissionError", "FileNotFoundError"), out
         assert found[2] in ("PermissionError", "FileNotFoundError", "OSError"), out
-        assert f"LIMITS {student_kernel.DEFAULT_MEMORY}" in out[3], out
+        assert f"LIMITS {sandbox.DEFAULT_MEMORY}" in out[3], out
         assert found[4] == "ModuleNotFoundError", out
         assert f"PRELOADED {start == 'zygote'}" in out[5], (out, proc.stderr[-2000:])
         assert "FACTS " in out[6], out
@@ -375,7 +379,7 @@ def test_working_folder_is_a_private_bounded_copy(course):
     out = execute(work, [
         probe("print('GIVEN', open('given.txt').read())"),
         probe("import os; open('given.txt', 'w').write('changed'); os.symlink('/etc/passwd', 'link')"),
-        probe("open('big.bin', 'wb').write(b'x' * (" + str(student_kernel.WORK_SIZE) + " + 2**20))"),
+        probe("open('big.bin', 'wb').write(b'x' * (" + str(sandbox.WORK_SIZE) + " + 2**20))"),
     ], timeout=120)
     assert "GIVEN from the assignment" in out[0], out
     assert results(out)[1] == "ok", out
@@ -438,7 +442,7 @@ def test_a_zygote_copy_is_confined_as_a_fresh_kernel(one_course, monkeypatch):
     address = zygote()
     monkeypatch.setenv("RBTUTOR_ZYGOTE", address)
     copy = kernel_facts(work)
-    copy_grader = grader_descriptors(student_kernel.zygote_address(address)[1])
+    copy_grader = grader_descriptors(sandbox.zygote_address(address)[1])
     assert not fresh["preloaded"] and copy["preloaded"]  # the copy really came from the zygote
     for facts in (fresh, copy):
         assert all(set(facts["status"][k]) == {"0000000000000000"} for k in facts["status"] if k.startswith("Cap"))
@@ -543,7 +547,7 @@ def test_how_the_kernel_ended_is_reported(course):
     from rbtutor.grading.execute import _death_reason
 
     _, work = course
-    km = KernelManager(kernel_name=student_kernel.KERNEL_NAME, config=kernel_config())
+    km = KernelManager(kernel_name=sandbox.KERNEL_NAME, config=kernel_config())
     km.start_kernel(cwd=str(work))
     try:
         client = km.client()
@@ -562,7 +566,7 @@ def test_how_the_kernel_ended_is_reported(course):
 
 def test_the_zygote_cannot_be_reached_from_a_kernel(one_course):
     _, work = one_course
-    name, _ = student_kernel.zygote_address(zygote())
+    name, _ = sandbox.zygote_address(zygote())
     out = execute(work, [probe(f"""
         import socket
         socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect("\\0" + {name!r})
@@ -573,7 +577,7 @@ def test_the_zygote_cannot_be_reached_from_a_kernel(one_course):
 @pytest.mark.skipif(os.getuid() != 0, reason="needs a second user")
 def test_the_zygote_serves_only_its_own_user(one_course):
     """Another uid on the same machine (it shares the zygote's network namespace) is turned away."""
-    name, _ = student_kernel.zygote_address(zygote())
+    name, _ = sandbox.zygote_address(zygote())
     request = json.dumps({"uid": None, "limits": {}, "cwd": "/", "env": {}, "argv": [], "source": "print(1)"})
     code = textwrap.dedent(f"""
         import os, socket

@@ -6,19 +6,23 @@ It is an IPython kernel with these differences from a plain one:
   code must not lean on it), and ``RBTUTOR_AUTOGRADING=1`` is set so that notebooks
   skip their plots;
 * it runs in a bubblewrap (``bwrap``, Debian package ``bubblewrap``) sandbox: the
-  whole file system is read-only, the course folder (the nearest ancestor of the
+  whole file system is read-only; the course folder (the nearest ancestor of the
   working folder holding ``nbgrader_config.py``, or ``RBTUTOR_COURSE_ROOT``), the
   repository holding this package, ``/home``, ``/root``, ``/srv`` and any folder in
-  ``RBTUTOR_SANDBOX_HIDE`` (``os.pathsep``-separated) are hidden under empty
-  tmpfs, except the working folder (writable) and the virtual environment
-  (read-only); ``/tmp`` is a private tmpfs; there is no network at all (a new
-  network namespace with nothing in it, not even the host's loopback); the
-  environment is reduced to a short list of variables;
+  ``RBTUTOR_SANDBOX_HIDE`` (``os.pathsep``-separated) are covered by empty read-only
+  tmpfs; the interpreter and the virtual environment are bound read-only (inside a
+  hidden folder too); ``/tmp`` is a private tmpfs; there is no network at all (a new network namespace with
+  nothing in it, not even the host's loopback); the environment is reduced to a short
+  list of variables;
+* its working folder is not the grader's folder: at the same path it is a tmpfs of the
+  sandbox's own (``WORK_SIZE``, gone with the sandbox), and the notebook's folder, bound
+  read-only at ``INPUT``, is copied into it when the kernel starts; whatever the kernel
+  writes there never reaches the grader's disk;
 * it runs as an unprivileged user: when grading runs as root, as a uid/gid of its own,
   ``SANDBOX_UID_BASE`` plus the launcher's pid (unique among running kernels, so that
   one kernel's fork loop cannot use up the process limit of another graded at the same
-  time), otherwise as the grading user; the working folder is handed to that uid
-  (chown of that one folder) so that the kernel can write there;
+  time), otherwise as the grading user; of the grader's files, only the kernel's own
+  connection file (read-only inside) is handed to that uid;
 * it is bounded: resident memory of the kernel and every process it starts
   ``RBTUTOR_KERNEL_TREE_MEMORY`` (default 2 GiB, no swap) in a memory cgroup of its own, a
   child of the grader's (v2, else v1; where none can be made, for instance when grading
@@ -37,12 +41,14 @@ It is an IPython kernel with these differences from a plain one:
   draw the same numbers and order sets the same way.
 
 :func:`install` writes the kernelspec ``rbtutor-student`` into the environment; its
-argv is ``python -I <this file> -f {connection_file}`` (the file as a script, so that
-starting a kernel does not import the rbtutor package): this module's
-:func:`main` runs outside the sandbox, works out the paths (the working folder is
-its cwd at launch, which nbgrader sets to the folder of the notebook it executes),
-builds the ``bwrap`` command and ``exec``s it; inside, a short program installs the
-``rbtutor`` refusal and starts ipykernel.
+argv is ``python -I <this package>/__main__.py -f {connection_file}`` (a script that loads
+this package alone, so that starting a kernel does not import rbtutor with numpy and
+scipy). The launcher (:func:`main`) runs outside the sandbox: it takes its working folder
+from its cwd at launch (nbgrader sets it to the folder of the notebook it executes), has
+:func:`sandbox_plan` lay out the ``bwrap`` command, starts it, and stays as the kernel's
+parent until the kernel ends, draining its output and recording its exit status. Inside,
+a short program (``INNER_SOURCE``) installs the ``rbtutor`` refusal, copies the notebook's
+folder in and starts ipykernel.
 
 The kernel cannot be reached over TCP from outside its network namespace, so the
 kernel manager must use the ``ipc`` transport with a private folder for its connection
@@ -50,15 +56,17 @@ files (mode 0700, the grader's). That folder is not shown to the kernel: the ker
 its sockets in a tmpfs of 16 KiB of its own inside the sandbox (``SOCKETS``), and the
 launcher puts links in the private folder, one per socket, to
 ``/proc/<sandbox's first pid>/root/<SOCKETS>/...`` (:func:`link_sockets`), where the grader
-connects. In nbgrader_config.py::
+connects. The grader's :class:`rbtutor.grading.execute.BoundedExecute` makes such a folder
+for each notebook; elsewhere, in an nbgrader_config.py::
 
+    from rbtutor.grading import sandbox
     c.KernelManager.transport = "ipc"
-    c.KernelManager.ip = student_kernel.ipc_prefix()
+    c.KernelManager.ip = sandbox.ipc_prefix()
 
 The launcher refuses a connection file with another transport.
 
 A kernel starts in one of two ways, in the same sandbox. From nothing: bwrap runs a new
-Python with ipykernel. From the zygote (:mod:`rbtutor.grading.zygote`), when
+Python with ipykernel. From the zygote (:mod:`rbtutor.grading.sandbox.zygote`), when
 ``RBTUTOR_ZYGOTE`` names one (a grading run starts one, :func:`zygote_running`): bwrap runs
 a placeholder, and the kernel is a copy of a process that has imported the kernel's
 libraries already, which joins the sandbox and confines itself as the placeholder is

@@ -243,7 +243,7 @@ def run_kernel(plan: SandboxPlan) -> int:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get("RBTUTOR_UNCONFINED") == "1":
-        print("rbtutor.student_kernel: RBTUTOR_UNCONFINED=1, the student's code runs UNCONFINED",
+        print("rbtutor.grading.sandbox: RBTUTOR_UNCONFINED=1, the student's code runs UNCONFINED",
               file=sys.stderr)
         sys.argv = [sys.argv[0], *argv]
         exec(compile(INNER_SOURCE, "<rbtutor-student-kernel>", "exec"), {"__name__": "__main__"})
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         plan = prepare(argv, Path.cwd())
     except SandboxError as exc:
-        print(f"rbtutor.student_kernel: not starting the grading kernel: {exc}", file=sys.stderr)
+        print(f"rbtutor.grading.sandbox: not starting the grading kernel: {exc}", file=sys.stderr)
         sys.exit(2)
     import ctypes
 

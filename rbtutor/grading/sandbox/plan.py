@@ -144,7 +144,7 @@ def _connection(path: str) -> dict:
             "the confined kernel has no network, so it needs the ipc transport with an absolute "
             "socket prefix in a private folder. In nbgrader_config.py:\n"
             '    c.KernelManager.transport = "ipc"\n'
-            "    c.KernelManager.ip = student_kernel.ipc_prefix()\n"
+            "    c.KernelManager.ip = rbtutor.grading.sandbox.ipc_prefix()\n"
             "(or set RBTUTOR_UNCONFINED=1 to run without confinement, for development only)")
     return info
 
@@ -268,7 +268,7 @@ class SandboxInputs(NamedTuple):
 def connection_argument(argv: list[str]) -> int:
     """Where the connection file is in the launcher's arguments (just after ``-f``)."""
     if "-f" not in argv or argv.index("-f") + 1 >= len(argv):
-        raise SandboxError("usage: python -I student_kernel.py -f CONNECTION_FILE [ipykernel options]")
+        raise SandboxError("usage: python -m rbtutor.grading.sandbox -f CONNECTION_FILE [ipykernel options]")
     return argv.index("-f") + 1
 
 
@@ -320,7 +320,7 @@ def _check_folders(work: Path, run: Path, hidden: list[Path], grader_uid: int) -
     if run in (Path("/"), Path("/tmp")) or not run.is_dir() or not grader_owned \
             or run.stat().st_mode & 0o077:
         raise SandboxError(f"the IPC socket folder {run} must be a private folder (mode 0700, owned by "
-                           "the grader) used for nothing else: use student_kernel.ipc_prefix()")
+                           "the grader) used for nothing else: rbtutor.grading.sandbox.ipc_prefix() makes one")
     for folder in hidden:
         if work in (Path("/"), Path("/tmp")) or (_under(folder, work) and folder.exists()):
             raise SandboxError(f"refusing to run a student's kernel in {work}: it holds {folder}, "
