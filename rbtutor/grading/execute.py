@@ -41,6 +41,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Enum, Float, Integer, Type, Unicode
 
+from .config import GRADING
 from .outputs import cut, note, output_size, size_of, text_of
 from .protocol import ANSWER_MIME
 from .report import Events, event, grading_meta
@@ -50,7 +51,7 @@ from .report import Events, event, grading_meta
 #: around that decoding only: anywhere else such an exception is a bug of the grader's.
 DECODING_ERRORS = (ValueError, TypeError, KeyError, IndexError, UnicodeError, RecursionError)
 #: Deepest nesting of a message's content and metadata the grader takes.
-MAX_MESSAGE_DEPTH = 64
+MAX_MESSAGE_DEPTH = GRADING.execute_max_message_depth
 
 
 class MalformedMessage(Exception):
@@ -357,22 +358,23 @@ class BoundedExecute(Events, Execute):
 
     stage = "execute"
 
-    notebook_timeout = Float(240.0, help="time limit in seconds for the whole notebook "
+    notebook_timeout = Float(GRADING.execute_notebook_timeout, help="time limit in seconds for the whole notebook "
                              "(cells after it are not run); <= 0 means no limit").tag(config=True)
-    max_cell_output_bytes = Integer(1_000_000, help="outputs kept per cell while it runs; "
+    max_cell_output_bytes = Integer(GRADING.execute_max_cell_output_bytes, help="outputs kept per cell while it runs; "
                                     "the rest is dropped on arrival").tag(config=True)
-    max_notebook_output_bytes = Integer(20_000_000, help="outputs kept for the whole notebook while "
-                                        "it runs").tag(config=True)
-    max_answer_bytes = Integer(1_000_000, help="a hand-in payload above this is dropped").tag(config=True)
-    max_message_bytes = Integer(64 * 2**20, help="a kernel message above this many bytes is dropped by "
-                                "zmq before it reaches the grader").tag(config=True)
+    max_notebook_output_bytes = Integer(GRADING.execute_max_notebook_output_bytes,
+                                        help="outputs kept for the whole notebook while it runs").tag(config=True)
+    max_answer_bytes = Integer(GRADING.outputs_max_answer_bytes,
+                               help="a hand-in payload above this is dropped").tag(config=True)
+    max_message_bytes = Integer(GRADING.execute_max_message_bytes, help="a kernel message above this many "
+                                "bytes is dropped by zmq before it reaches the grader").tag(config=True)
     report_dir = Unicode("", help="folder of the integrity events (default: "
                          "<CourseDirectory.root>/integrity)").tag(config=True)
-    seed_salt = Unicode(None, allow_none=True, help="the salt of the kernels' seeds (kernel_seed); by default "
-                        "the course data's variants salt").tag(config=True)
+    seed_salt = Unicode(GRADING.execute_seed_salt, allow_none=True, help="the salt of the kernels' seeds "
+                        "(kernel_seed); by default the course data's variants salt").tag(config=True)
     # A graded kernel is thrown away: killing it at once saves the ~0.2 s a polite
     # shutdown takes (the sandbox goes with it: bwrap's pid namespace ends with it).
-    shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate",
+    shutdown_kernel = Enum(["graceful", "immediate"], default_value=GRADING.execute_shutdown_kernel,
                            help="how the kernel is stopped after the notebook").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):

@@ -16,6 +16,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
+from .config import GRADING
 from .protocol import ANSWER_MIME
 from .report import Events, event, grading_meta
 
@@ -69,9 +70,11 @@ class CapOutput(Events, NbGraderPreprocessor):
 
     stage = "output"
 
-    max_output_bytes = Integer(100_000, help="bytes of one output").tag(config=True)
-    max_notebook_bytes = Integer(1_000_000, help="bytes of all outputs of the notebook").tag(config=True)
-    max_answer_bytes = Integer(1_000_000, help="a hand-in payload above this is dropped").tag(config=True)
+    max_output_bytes = Integer(GRADING.outputs_max_output_bytes, help="bytes of one output").tag(config=True)
+    max_notebook_bytes = Integer(GRADING.outputs_max_notebook_bytes,
+                                 help="bytes of all outputs of the notebook").tag(config=True)
+    max_answer_bytes = Integer(GRADING.outputs_max_answer_bytes,
+                               help="a hand-in payload above this is dropped").tag(config=True)
     report_dir = Unicode("", help="folder of the integrity events").tag(config=True)
 
     def preprocess(self, nb, resources):
