@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from .allowlist import _clean
+from .config import GRADING
 from .grader_notes import (
     GRADER_NOTE,
     DropGraderNotes,
@@ -407,9 +408,9 @@ def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = 
 #: Bounds of one feedback page: after this many seconds, or this many bytes of rendered cells, the
 #: remaining cells are left out (named on the page); at HARD_TIME_FACTOR times the time, rendering is
 #: stopped wherever it is and a page with the scores only is written.
-PAGE_TIME_LIMIT = 20.0
-PAGE_MAX_BYTES = 4_000_000
-HARD_TIME_FACTOR = 1.5
+PAGE_TIME_LIMIT = GRADING.feedback_time_limit
+PAGE_MAX_BYTES = GRADING.feedback_max_bytes
+HARD_TIME_FACTOR = GRADING.feedback_hard_time_factor
 
 
 def render_bounded(nb, scores: dict, *, title: str, time_limit: float = PAGE_TIME_LIMIT,
