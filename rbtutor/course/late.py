@@ -68,6 +68,7 @@ from pathlib import Path
 from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Float
 
+from ..grading.config import GRADING
 from ..grading.student_ids import check_id
 from .layout import CourseLayout
 
@@ -90,8 +91,9 @@ class PercentPerDay(LateSubmissionPlugin):
     1.6
     """
 
-    percent_per_day = Float(10.0, help="Share of the notebook's score taken off for every day, or part "
-                            "of a day, that the submission is late, in percent (0 to 100).").tag(config=True)
+    percent_per_day = Float(GRADING.late_percent_per_day, help="Share of the notebook's score taken off for "
+                            "every day, or part of a day, that the submission is late, in percent (0 to 100)."
+                            ).tag(config=True)
 
     def late_submission_penalty(self, student_id: str, score: float, total_seconds_late: float) -> float | None:
         """The points taken off a notebook scored ``score`` and submitted ``total_seconds_late`` late."""
