@@ -38,17 +38,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ...grading.config import GRADING
+
 SERVICE_NAME = "rbtutor-check"
 #: requests with a longer body are refused (413)
-MAX_BODY = 64 * 1024
+MAX_BODY = GRADING.check_max_body
 #: bodies up to this size are read to the end before a refusal is sent (see the module docstring)
-DRAIN_LIMIT = 1024 * 1024
+DRAIN_LIMIT = GRADING.check_drain_limit
 #: the sliding window of the attempt limit, in seconds
-WINDOW = 3600.0
-DEFAULTS = {"enabled": True, "per_hour": 10}
-STUCK_AFTER = 3
+WINDOW = GRADING.check_window
+DEFAULTS = {"enabled": GRADING.check_enabled, "per_hour": GRADING.check_per_hour}
+STUCK_AFTER = GRADING.check_stuck_after
 #: keys kept in memory, one per student and problem (a class of 300 working on one problem at a time)
-KEY_CACHE = 1024
+KEY_CACHE = GRADING.check_key_cache
 SETTINGS_FILE = Path("exercises") / "checks.yaml"
 LOG_FILE = Path("checks") / "attempts.jsonl"
 INSTRUCTOR_GROUP = "formgrade-rbtutor"
