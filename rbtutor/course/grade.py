@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..grading.config import GRADING
 from ..grading.report import csv_cell, event, record_events, terminal_text
 from ..grading.student_ids import check_id, id_problem
 from ..grading.time_bound import time_bound
@@ -363,7 +364,7 @@ def _write_time(stage: Path, received: str) -> None:
 #: notebook's own limit (``BoundedExecute.notebook_timeout``, 300 s) and the feedback's (30 s)
 #: with room for intake, judging and gradebook writes. Past it the submission is NOT GRADED
 #: and the run goes on.
-SUBMISSION_SECONDS = 600.0
+SUBMISSION_SECONDS = GRADING.run_submission_seconds
 
 
 class SubmissionTimeout(Exception):
