@@ -5,7 +5,10 @@ description, the pipeline step that reads it and the name that step reads it und
 (``where``). :data:`GRADING` is the instance with the defaults; the modules of every step
 take their constants and trait defaults from it, so an edit here is an edit everywhere and
 the old names (``sandbox.plan.DEFAULT_MEMORY``, ``BoundedExecute.notebook_timeout`` ...)
-stay importable where they were.
+stay importable where they were. The sandbox's own constants are the exception: its launcher
+imports the standard library only (this module would add about 60 ms to each kernel start), so
+they stay literals there, and ``tests/test_config.py`` fails when any reader, literal or not,
+holds another value than its entry here.
 
 An option read through a trait (``where`` names a ``Class.trait``) can be set in a course's
 ``nbgrader_config.py`` as before (``c.BoundedExecute.notebook_timeout = 300``); an option

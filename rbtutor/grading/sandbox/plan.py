@@ -20,6 +20,9 @@ from typing import NamedTuple
 KERNEL_NAME = "rbtutor-student"
 SANDBOX_UID_BASE = 100_000  # kernels graded as root run as SANDBOX_UID_BASE + launcher pid
 GIB = 2**30
+# The sizes, limits and seed below are declared in rbtutor.grading.config (the sandbox_* options). They stay
+# literals: that module would cost the launcher about 60 ms at each kernel start (dataclasses, measured),
+# and tests/test_config.py fails when a value here and its declaration differ.
 DEFAULT_MEMORY = 4 * GIB
 DEFAULT_NPROC = 128
 DEFAULT_FSIZE = 1 * GIB
