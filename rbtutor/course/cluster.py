@@ -40,17 +40,18 @@ import sys
 import time
 from pathlib import Path
 
+from ..grading.config import GRADING
 from .layout import CourseLayout
 
 #: times a task may lose its worker before it is listed as failed (the scheduler's
 #: ``distributed.scheduler.allowed-failures``, set for the run by the client): a lost machine or
 #: two are survived, a submission that keeps taking its worker down stops after three
-ALLOWED_FAILURES = 2
+ALLOWED_FAILURES = GRADING.run_allowed_failures
 #: times a task that raised (rather than lost its worker) is tried again, anywhere
-RETRIES = 1
+RETRIES = GRADING.run_retries
 #: seconds to wait for the scheduler to answer, and for a first worker to join it
-CONNECT_TIMEOUT = 10.0
-WORKER_TIMEOUT = 30.0
+CONNECT_TIMEOUT = GRADING.run_connect_timeout
+WORKER_TIMEOUT = GRADING.run_worker_timeout
 #: every task of a grading run has a key starting with this (see :func:`task_key`)
 KEY_PREFIX = "rbtutor-grade"
 
