@@ -236,7 +236,9 @@ def test_reference_solution_validates(name):
     from nbgrader.validator import Validator
 
     result = Validator().validate(str(ROOT / "exercises" / name / f"{name}.ipynb"))
-    assert not result.get("failed") and not result.get("changed") and not result.get("type_changed"), result
+    assert not result.get("failed"), result
+    assert not result.get("changed"), result
+    assert not result.get("type_changed"), result
 
 
 @pytest.mark.parametrize("name", PROBLEMS)
@@ -274,14 +276,16 @@ def test_hostile_answers_score_zero(graded, student):
     assert grade_of(course, "problem03", student, "p3_b_K") == (0.0, 2.0)
     feedback = (course / "feedback" / student / "problem03" / "problem03.html").read_text()
     # the verdict reads as a sentence, not as an exception name
-    assert "<strong>Not accepted:</strong>" in feedback and "AnswerNotAccepted" not in feedback
+    assert "<strong>Not accepted:</strong>" in feedback
+    assert "AnswerNotAccepted" not in feedback
 
 
 def test_progress_and_export(graded):
     course, _, log = graded
     assert re.search(r"\[\d+/\d+\] alice problem\d\d: [\d.]+/[\d.]+ autograded", log)
     rows = (course / "grades.csv").read_text().splitlines()
-    assert rows[0].startswith("student,assignment,score") and len(rows) > len(PROBLEMS)
+    assert rows[0].startswith("student,assignment,score")
+    assert len(rows) > len(PROBLEMS)
 
 
 def data_numbers(value) -> set[float]:
@@ -362,8 +366,10 @@ def test_variant_for_another_ship(tmp_path):
     assert (course / "exercises" / "problem_data.yaml").exists()
     assert run_course(course, "generate").returncode == 0
     released = (course / "release" / name / f"{name}.ipynb").read_text()
-    assert "m = 8000000.0" in released and "m = 6000000.0" not in released
-    assert "$GM = 2.00$ m" in released and "$GM = 1.80$ m" not in released  # the instructions follow
+    assert "m = 8000000.0" in released
+    assert "m = 6000000.0" not in released
+    assert "$GM = 2.00$ m" in released
+    assert "$GM = 1.80$ m" not in released  # the instructions follow
     grader = api(course)
     assert grader.release_assignment(name)["success"]
     source = course / "exercises" / name / f"{name}.ipynb"
@@ -409,14 +415,17 @@ def test_grader_sees_model_answer_and_rubric_students_do_not(graded):
                 note = shown.cells[k + 1]
                 assert is_grader_note(note), (name, grade_meta(cell)["grade_id"])
                 assert f"For the grader, {grade_meta(cell)['grade_id']}" in note.source
-                assert "Rubric" in note.source and "Model answer" in note.source, note.source[:300]
+                assert "Rubric" in note.source, note.source[:300]
+                assert "Model answer" in note.source, note.source[:300]
                 notes += 1
-        assert notes >= len(written) and sum(map(is_grader_note, shown.cells)) == len(written)
+        assert notes >= len(written)
+        assert sum(map(is_grader_note, shown.cells)) == len(written)
         pages = [course / "feedback" / "alice" / name / f"{name}.html", *home.rglob(f"{name}/**/*.html")]
         assert len(pages) >= 2, pages
         for page in pages:
             text = page.read_text()
-            assert "For the grader" not in text and "rbtutor-grader-note" not in text, page
+            assert "For the grader" not in text, page
+            assert "rbtutor-grader-note" not in text, page
     assert notes >= 20  # the course's written parts, all of them
 
 
@@ -430,7 +439,9 @@ def test_nbgrader_own_feedback_leaves_the_notes_out_too(graded, tmp_path):
     shutil.copytree(course, copy, symlinks=True, ignore=shutil.ignore_patterns("exchange"))
     assert api(copy).generate_feedback("problem03", "alice")["success"]
     page = (copy / "feedback" / "alice" / "problem03" / "problem03.html").read_text()
-    assert "problem03" in page and "For the grader" not in page and "rbtutor-grader-note" not in page
+    assert "problem03" in page
+    assert "For the grader" not in page
+    assert "rbtutor-grader-note" not in page
     # the control: the notebook it was made from has the notes
     assert "For the grader" in (copy / "autograded" / "alice" / "problem03" / "problem03.ipynb").read_text()
 
@@ -448,7 +459,8 @@ def test_an_override_of_an_autograded_score_is_shown_and_logged(graded, tmp_path
     with grader.gradebook as gradebook:  # what the Formgrader's score box does
         grade = gradebook.find_grade(part, "problem03", "problem03", "alice")
         auto = grade.auto_score
-        assert auto and auto > 0
+        assert auto
+        assert auto > 0
         grade.manual_score = 0.0
         gradebook.db.commit()
     assert finish_run(CourseLayout(copy), grader, 0, [], 0.0, "(test)") == 0

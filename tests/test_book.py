@@ -462,7 +462,8 @@ def test_math_is_really_typeset(site: dict):
     """The pages with math (the landing page has a display equation) went through MathJax."""
     root = site["reports"][f"{TOC_PAGES[0]}.html"]
     assert root["mathCount"] > 0, "the landing page should contain math"
-    assert root["mathjax"] == "ok" and root["mathjaxVersion"], root["mathjax"]
+    assert root["mathjax"] == "ok", root["mathjax"]
+    assert root["mathjaxVersion"], root["mathjax"]
 
 
 def test_other_pages_render_offline(site: dict):

@@ -35,7 +35,8 @@ def test_every_notebook_page_offers_its_ipynb(built_book: Path):
     """The download menu of each notebook page links to a notebook file that is in the site,
     is valid JSON with the page's code cells, and is saved (download) rather than opened."""
     notebooks = [doc for doc in toc_pages() if is_notebook_source(doc)]
-    assert "book/euler/index" in notebooks and "book/euler/node" in notebooks, notebooks
+    assert "book/euler/index" in notebooks, notebooks
+    assert "book/euler/node" in notebooks, notebooks
     for doc in notebooks:
         page = built_book / f"{doc}.html"
         links = NOTEBOOK_LINK.findall(page.read_text(encoding="utf-8"))

@@ -181,14 +181,16 @@ def test_a_failing_assert_stops_the_build():
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     execute = config["execute"]
     assert execute["execute_notebooks"] in {"cache", "force", "auto"}, execute
-    assert execute["raise_on_error"] is True and execute["allow_errors"] is False, execute
+    assert execute["raise_on_error"] is True, execute
+    assert execute["allow_errors"] is False, execute
 
 
 def test_the_shared_helpers_are_written_out_where_introduced():
     """skew and the rotation matrix, imported by later pages, are typed in full on the
     Translational page and checked there (skew against the library's)."""
     source = (ROOT / "book" / "chapter" / "translational.md").read_text(encoding="utf-8")
-    assert "def skew(a):" in source and "library_skew(a_vec) == skew(a_vec)" in source
+    assert "def skew(a):" in source
+    assert "library_skew(a_vec) == skew(a_vec)" in source
     assert "R = Rz(psi) * Ry(theta) * Rx(phi)" in source
     assert "assert sp.expand(rotation_matrix(phi, theta, psi) - R) == ZERO" in source
 
@@ -266,4 +268,5 @@ def test_conventions_box_and_compass(built_book: Path):
     for needle in ["north-east-down", "north-west", "Fossen (BODY/NED)", "y_0"]:
         assert needle in notation, needle
     recap = (built_book / "book" / "recap.html").read_text(encoding="utf-8")
-    assert "north-west" in recap and "north-east" not in recap
+    assert "north-west" in recap
+    assert "north-east" not in recap

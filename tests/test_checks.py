@@ -221,7 +221,8 @@ def test_answer_within_a_second(hub):
     start = time.monotonic()
     status, reply = _check(hub, "student1", "p3.d.K", value)
     elapsed = time.monotonic() - start
-    assert status == 200 and reply["passed"], reply
+    assert status == 200, reply
+    assert reply["passed"], reply
     assert elapsed < 1.0, f"a check took {elapsed:.2f} s"
 
 
@@ -235,17 +236,20 @@ def test_rate_limit_and_exam_switch(hub):
     assert status == 429, reply
     assert "10 checks an hour" in reply["error"]
     status, reply = _check(hub, "student2", "p3.b.K", _key("student2", 3)["p3.b.K"].value)
-    assert status == 200 and reply["passed"], "the limit is per part"
+    assert status == 200, "the limit is per part"
+    assert reply["passed"], "the limit is per part"
     value = _key("student2", 10)["p10.b.displacement"].value
     status, reply = _check(hub, "student2", "p10.b.displacement", value)
-    assert status == 403 and "switched off for problem10" in reply["error"], reply
+    assert status == 403, reply
+    assert "switched off for problem10" in reply["error"], reply
 
 
 def test_identity_comes_from_the_token_only(hub):
     mine, theirs = _key("student2", 3)["p3.b.K"].value, _key("student1", 3)["p3.b.K"].value
     assert abs(mine - theirs) > 1e-3 * abs(mine), "the two students must have different keys"
     status, reply = _check(hub, "student2", "p3.b.K", theirs)
-    assert status == 200 and not reply["passed"], "student2 is judged against student2's key"
+    assert status == 200, "student2 is judged against student2's key"
+    assert not reply["passed"], "student2 is judged against student2's key"
     status, reply = _check(hub, "student2", "p3.b.K", theirs, student="student1")
     assert status == 400, "a student named in the body is refused"
     for query in ("?user=student1", "?student=student1"):
@@ -253,21 +257,25 @@ def test_identity_comes_from_the_token_only(hub):
         status, text = _call(hub["check"] + query, "POST", body=body, token=hub["tokens"]["student2"],
                              headers={"X-Forwarded-User": "student1", "X-Remote-User": "student1",
                                       "Content-Type": "application/json"})
-        assert status == 200 and not json.loads(text)["passed"], text
+        assert status == 200, text
+        assert not json.loads(text)["passed"], text
     json_type = {"Content-Type": "application/json"}
     status, text = _call(hub["check"], "POST", body=json.dumps({"id": "p3.b.K", "value": theirs}).encode(),
                          token="forged-" + hub["tokens"]["student1"][7:], headers=json_type)
-    assert status == 401 and "hub token" in json.loads(text)["error"], text
+    assert status == 401, text
+    assert "hub token" in json.loads(text)["error"], text
     status, text = _call(hub["check"], "POST", body=json.dumps({"id": "p3.b.K", "value": theirs}).encode(),
                          headers=json_type)
-    assert status == 401 and "hub token" in json.loads(text)["error"], text
+    assert status == 401, text
+    assert "hub token" in json.loads(text)["error"], text
 
 
 def test_a_reserved_name_cannot_check(hub):
     """A hub account named like the course's own variant ('reference') is refused, not judged against it."""
     book_value = _key("reference", 3)["p3.b.K"].value
     status, reply = _check(hub, "reference", "p3.b.K", book_value)
-    assert status == 403 and "reserved" in reply["error"], reply
+    assert status == 403, reply
+    assert "reserved" in reply["error"], reply
     log = AttemptLog(hub["course"] / "checks" / "attempts.jsonl").records()
     assert not [r for r in log if r["student"] == "reference"], "a refused account leaves no judged attempt"
 
@@ -315,13 +323,16 @@ def test_malformed_and_oversized_requests(hub, through):
     for media in ("text/plain", "application/x-www-form-urlencoded", ""):
         got, text = _call(url, "POST", body=b'{"id": "p3.b.K", "value": 1}', token=token,
                           headers={"Content-Type": media} if media else {})
-        assert got == 415 and "application/json" in json.loads(text)["error"], (media, got, text)
+        assert got == 415, (media, got, text)
+        assert "application/json" in json.loads(text)["error"], (media, got, text)
     got, text = _call(url, "GET", token=token)
-    assert got == 405 and "error" in json.loads(text), text
+    assert got == 405, text
+    assert "error" in json.loads(text), text
     after = len(AttemptLog(hub["course"] / "checks" / "attempts.jsonl").records())
     assert after == before, "a malformed request is not an attempt: it is neither logged nor counted"
     status, reply = _check(hub, "student1", "p3.d.phi_deg", _key("student1", 3)["p3.d.phi_deg"].value)
-    assert status == 200 and reply["passed"], "the service still answers"
+    assert status == 200, "the service still answers"
+    assert reply["passed"], "the service still answers"
     assert "Traceback" not in hub["log"].read_text(), "no request made the service fail"
 
 
@@ -333,7 +344,8 @@ def test_a_body_beyond_the_drain_limit_is_refused_at_once(hub):
     body = b'{"id": "p3.b.K", "value": [' + b"1.0, " * (DRAIN_LIMIT // 5) + b"1.0]}"
     got, text = _call(hub["direct"], "POST", body=body, token=hub["tokens"]["student1"],
                       headers={"Content-Type": "application/json"})
-    assert got == 413 and "larger than 64 kB" in json.loads(text)["error"], (got, text[:200])
+    assert got == 413, (got, text[:200])
+    assert "larger than 64 kB" in json.loads(text)["error"], (got, text[:200])
 
 
 def test_statistics_for_the_instructor_only(hub):
@@ -347,7 +359,9 @@ def test_statistics_for_the_instructor_only(hub):
     assert "sign: 1" in rows["p3.b.K"]
     assert "student1" in rows["p3.c.phi_rad"], "student1 has 3 failed checks and no pass on p3.c.phi_rad"
     status, page = _call(hub["url"] + "stats", token=hub["tokens"]["instructor"])
-    assert status == 200 and "<table>" in page and "p3.b.K" in page
+    assert status == 200
+    assert "<table>" in page
+    assert "p3.b.K" in page
     _assert_no_value(page, [f"{K:.6g}", repr(K)])
     status, _ = _call(hub["url"] + "stats?format=csv", token=hub["tokens"]["student1"])
     assert status == 403
@@ -374,20 +388,25 @@ def test_check_helper_in_the_notebook(hub):
     assert "should be a number" in on_hub.stdout
     _assert_no_value(on_hub.stdout, _printed_by_cli("student1", 3)["p3.c.phi_deg"])
     alone = run({})
-    assert alone.returncode == 0 and alone.stderr == "", alone.stderr
-    assert "checks are not available here" in alone.stdout and "JUPYTERHUB_API_TOKEN" in alone.stdout
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stderr == "", alone.stderr
+    assert "checks are not available here" in alone.stdout
+    assert "JUPYTERHUB_API_TOKEN" in alone.stdout
     public = run({"JUPYTERHUB_API_TOKEN": hub["tokens"]["student1"], "JUPYTERHUB_PUBLIC_HUB_URL": hub["base"] + "/",
                   "JUPYTERHUB_BASE_URL": "/"})
     assert "p3.c.phi_deg: not right yet" in public.stdout, public.stdout
     dead = run({"JUPYTERHUB_API_TOKEN": "x", "RBTUTOR_CHECK_URL": "http://127.0.0.1:9/"})
-    assert dead.returncode == 0 and "did not answer" in dead.stdout, dead.stdout
+    assert dead.returncode == 0, dead.stdout
+    assert "did not answer" in dead.stdout, dead.stdout
     on_hub_env = {"JUPYTERHUB_API_TOKEN": hub["tokens"]["student1"], "RBTUTOR_CHECK_URL": hub["url"]}
     for quiet, words in (({"RBTUTOR_AUTOGRADING": "1"}, "while the course grades"),
                          ({"NBGRADER_EXECUTION": "autograde"}, "while the course grades"),
                          ({"NBGRADER_EXECUTION": "validate"}, "during Validate")):
         ran = run({**on_hub_env, **quiet})
         lines = ran.stdout.splitlines()
-        assert ran.returncode == 0 and len(lines) == 2 and all(words in line for line in lines), ran.stdout
+        assert ran.returncode == 0, ran.stdout
+        assert len(lines) == 2, ran.stdout
+        assert all(words in line for line in lines), ran.stdout
 
 
 def _attempts(hub, student: str, answer_id: str) -> int:

@@ -43,21 +43,24 @@ def test_variant_for_another_ship(tmp_path):
 ])
 def test_errors_are_reported(args, message):
     out = run(*args)
-    assert out.returncode == 2 and message in out.stderr
+    assert out.returncode == 2
+    assert message in out.stderr
 
 
 def test_bad_variant_value(tmp_path):
     variant = tmp_path / "bad.yaml"
     variant.write_text("vessel:\n  mass: -1.0\n")
     out = run("key", "--data", str(variant))
-    assert out.returncode == 2 and "expected mass > 0" in out.stderr
+    assert out.returncode == 2
+    assert "expected mass > 0" in out.stderr
 
 
 @pytest.mark.parametrize("jobs", ["0", "-2"])
 def test_grade_refuses_a_worker_count_below_one(jobs):
     out = subprocess.run([sys.executable, "-m", "rbtutor.course", "grade", "--jobs", jobs],
                          capture_output=True, text=True)
-    assert out.returncode == 2 and f"--jobs must be at least 1, got {jobs}" in out.stderr
+    assert out.returncode == 2
+    assert f"--jobs must be at least 1, got {jobs}" in out.stderr
 
 
 def test_course_commands_do_without_the_iri_grammar():

@@ -104,7 +104,8 @@ def grade_command(course: Path, address: str) -> list[str]:
 def check_run(course: Path, stdout: str) -> None:
     """Every student graded, one progress line each, the report and grades.csv written."""
     for student in CLASS:
-        assert f"{student} {NAME}: " in stdout and f"{student} {NAME}: NOT GRADED" not in stdout, stdout
+        assert f"{student} {NAME}: " in stdout, stdout
+        assert f"{student} {NAME}: NOT GRADED" not in stdout, stdout
     assert f"[{len(CLASS)}/{len(CLASS)}]" in stdout
     assert f"graded {len(CLASS)} submissions" in stdout
     rows = (course / "grades.csv").read_text().splitlines()
@@ -178,7 +179,8 @@ def test_interrupted_client_then_rerun_gives_the_same_grades(cluster, small_clas
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0 and "submissions in" not in out, "the run was not interrupted"
+    assert proc.returncode != 0, "the run was not interrupted"
+    assert "submissions in" not in out, "the run was not interrupted"
     rerun = subprocess.run(grade_command(course, cluster.address), capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     check_run(course, rerun.stdout)
@@ -207,8 +209,10 @@ def test_a_bad_due_dates_file_exits_2_before_grading_on_the_cluster(cluster, sma
     (course / "exercises" / "due_dates.yaml").write_text(f"{NAME}: 2030-03-01 12:00\n")  # no time zone
     result = subprocess.run(grade_command(course, cluster.address), capture_output=True, text=True, timeout=600)
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "rbtutor.course grade:" in result.stderr and "time zone" in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr and "grading " not in result.stdout
+    assert "rbtutor.course grade:" in result.stderr, result.stderr
+    assert "time zone" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "grading " not in result.stdout
     assert not (course / "grades.csv").exists()
 
 def test_workers_that_cannot_grade_are_refused_with_the_reason(small_class, tmp_path):

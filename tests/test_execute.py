@@ -47,7 +47,8 @@ def test_ready_means_both_channels_answer(tmp_path):
             await kc.wait_for_ready(timeout=60)
             request = kc.execute("print('ready', 6 * 7)")  # the first request after ready
             reply = await kc.get_shell_msg(timeout=30)
-            assert reply["parent_header"]["msg_id"] == request and reply["content"]["status"] == "ok"
+            assert reply["parent_header"]["msg_id"] == request
+            assert reply["content"]["status"] == "ok"
             assert await output_of(kc, request) == "ready 42\n"  # IOPub was subscribed in time
 
     asyncio.run(run())
@@ -71,7 +72,8 @@ def test_messages_before_the_wanted_one_are_set_aside(tmp_path):
             other = kc.execute("pass")  # a reply that is not the one asked for comes first
             mine = kc.kernel_info()
             reply = await first(kc.shell_channel, 30.0, lambda msg: msg["parent_header"].get("msg_id") == mine)
-            assert reply is not None and reply["msg_type"] == "kernel_info_reply"
+            assert reply is not None
+            assert reply["msg_type"] == "kernel_info_reply"
             assert reply["parent_header"]["msg_id"] == mine != other
             with pytest.raises(Empty):
                 await kc.get_shell_msg(timeout=0.5)  # the other reply was read and dropped
@@ -158,7 +160,8 @@ def test_a_later_update_of_a_handed_in_display_is_ignored(tmp_path):
         f"update_display({{{ANSWER_MIME!r}: {{'value': 2}}, 'text/plain': 'two'}}, raw=True, display_id='answer')",
         "update_display({'text/plain': 'three'}, raw=True, display_id='answer')"])
     outputs = nb.cells[0].outputs
-    assert len(outputs) == 1 and outputs[0].data[ANSWER_MIME] == {"value": 1}, outputs
+    assert len(outputs) == 1, outputs
+    assert outputs[0].data[ANSWER_MIME] == {"value": 1}, outputs
     assert outputs[0].data["text/plain"] == "one"
     assert kinds == ["display_update_ignored"], events
 

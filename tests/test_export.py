@@ -103,8 +103,10 @@ def test_canvas_file_follows_the_gradebook_import_layout(graded_class, tmp_path)
     assert all(len(row) == len(rows[0]) for row in rows)
     students = _by_student(rows, "ID", skip=2)
     assert set(students) == {"101", "102", "103", "105"}
-    assert students["101"]["Student"] == "Lee, Ann" and students["101"]["SIS Login ID"] == "ann.lee"
-    assert students["101"]["Section"] == "A" and students["103"]["Section"] == "B"
+    assert students["101"]["Student"] == "Lee, Ann"
+    assert students["101"]["SIS Login ID"] == "ann.lee"
+    assert students["101"]["Section"] == "A"
+    assert students["103"]["Section"] == "B"
 
 
 def test_late_penalty_is_taken_off(graded_class, tmp_path):
@@ -152,10 +154,13 @@ def test_blackboard_file_is_tab_separated_with_usernames(graded_class, tmp_path)
     raw = out.read_text(encoding="utf-8")
     lines = raw.splitlines()
     assert lines[0] == "Last Name\tFirst Name\tUsername\tStudent ID\tproblem01\tproblem02"
-    assert all(line.count("\t") == 5 for line in lines) and "," not in lines[0]
+    assert all(line.count("\t") == 5 for line in lines)
+    assert "," not in lines[0]
     rows = _by_student(_read(out, "\t"), "Username")
-    assert rows["101"]["Last Name"] == "Lee" and rows["101"]["First Name"] == "Ann"
-    assert rows["102"]["Last Name"] == "Okafor" and rows["103"]["problem02"] == "4"
+    assert rows["101"]["Last Name"] == "Lee"
+    assert rows["101"]["First Name"] == "Ann"
+    assert rows["102"]["Last Name"] == "Okafor"
+    assert rows["103"]["problem02"] == "4"
     assert rows["103"]["Last Name"] == "'=HYPERLINK(\"http://x\")"  # no quote characters added
 
 
@@ -236,9 +241,12 @@ def test_command_line_lists_unrostered_students_and_fails(graded_class, tmp_path
     out = tmp_path / "canvas.csv"
     status = main(["--root", str(course), "export", "--to", "canvas", "--roster", str(roster), "--out", str(out)])
     captured = capsys.readouterr()
-    assert status == 1 and out.exists()
-    assert "dan" in captured.err and "eve" in captured.err
+    assert status == 1
+    assert out.exists()
+    assert "dan" in captured.err
+    assert "eve" in captured.err
     assert "4 students, 2 assignments" in captured.out
     status = main(["--root", str(course), "export", "--to", "canvas", "--roster", str(tmp_path / "none.csv"),
                    "--out", str(tmp_path / "x.csv")])
-    assert status == 2 and "none.csv" in capsys.readouterr().err
+    assert status == 2
+    assert "none.csv" in capsys.readouterr().err

@@ -212,7 +212,8 @@ def test_sanitize_notebook_leaves_no_active_content():
     assert "widgets" not in nb.metadata
     # what a reader needs survives
     assert "kept paragraph" in nb.cells[1].outputs[4].data["text/html"]
-    assert "<math" in nb.cells[5].source and "<math" in nb.cells[1].outputs[6].data["text/markdown"]
+    assert "<math" in nb.cells[5].source
+    assert "<math" in nb.cells[1].outputs[6].data["text/markdown"]
     assert nb.cells[0].source.startswith("# Problem 3")  # plain markdown is left as written
     # events: one per affected cell, with what was removed
     assert {e["kind"] for e in events} == {"html_sanitised"}
@@ -254,7 +255,9 @@ def test_sanitised_svg_is_a_well_formed_image():
     svg = nb.cells[1].outputs[5].data["image/svg+xml"]
     root = ET.fromstring(svg)
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
-    assert 'href="#p"' in svg and "evil" not in svg and "fill: #ff0000" in svg
+    assert 'href="#p"' in svg
+    assert "evil" not in svg
+    assert "fill: #ff0000" in svg
 
 
 def test_svg_styles_that_load_or_run_are_removed_and_fragment_paints_kept():
@@ -292,7 +295,8 @@ def test_images_keep_their_alt_text_and_an_image_without_a_source_goes():
                   '<img></p>', "page")
     soup = BeautifulSoup(page, "html.parser")
     assert [img.get("alt") for img in soup.find_all("img")] == ["a plot", ""], page
-    assert "gone" not in page and "onerror" not in page
+    assert "gone" not in page
+    assert "onerror" not in page
     svg = _clean('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
                  '<text>a&nbsp;b</text><use xlink:href="#p"/></svg>', "svg")
     root = ET.fromstring(svg)  # parses as XML: no HTML-only entity, no unbound prefix
@@ -307,7 +311,8 @@ def test_sanitised_markdown_survives_a_markdown_renderer():
     nb = hostile_notebook()
     sanitize_notebook(nb)
     source = nb.cells[5].source
-    assert "\n" not in source and source.startswith('<div class="rbtutor-sanitised tex2jax_ignore">')
+    assert "\n" not in source
+    assert source.startswith('<div class="rbtutor-sanitised tex2jax_ignore">')
     rendered = markdown2html_mistune(source)
     assert not active_content(rendered, allow_web_links=True)
     assert rendered.count("<math") == source.count("<math") >= 5
@@ -376,7 +381,8 @@ def test_math_forms_become_mathml():
     maths = soup.find_all("math")
     assert [m["display"] for m in maths] == ["inline", "block", "inline", "block", "block", "block"]
     assert maths[0].find("msup") is not None
-    assert "label" not in out and "eq:v" not in out
+    assert "label" not in out
+    assert "eq:v" not in out
     assert maths[5].find("mtable") is not None
 
 
@@ -393,13 +399,15 @@ def test_failed_conversion_is_escaped_tex_in_code():
         assert soup.find("math") is None
         assert soup.find("code").get_text() == tex
     out = math_to_mathml("$\\unknown{<img src=x onerror=alert(1)>}$")
-    assert "<img" not in out and "&lt;img" in out
+    assert "<img" not in out
+    assert "&lt;img" in out
 
 
 def test_tex_cannot_inject_html():
     out = math_to_mathml("$\\text{<script>alert(1)</script>}$ $\\href{javascript:alert(1)}{x}$ $a<b>c$")
     assert not active_content(out)
-    assert "javascript" not in out and "<script" not in out
+    assert "javascript" not in out
+    assert "<script" not in out
     assert len(BeautifulSoup(out, "html.parser").find_all("math")) == 3
 
 
@@ -442,7 +450,8 @@ def test_a_formula_may_wrap_onto_a_line_that_starts_like_a_list():
     formula (two model answers of the course wrap that way), and does not become a list item."""
     out = math_to_mathml("the rule: $a = b\n+ c$ holds")
     maths = BeautifulSoup(out, "html.parser").find_all("math")
-    assert len(maths) == 1 and "$" not in out
+    assert len(maths) == 1
+    assert "$" not in out
     assert [mo.get_text() for mo in maths[0].find_all("mo")].count("+") == 1
 
 
@@ -483,14 +492,17 @@ def page_findings(page: str) -> list[str]:
 
 def test_page_has_no_active_content_and_no_url(page):
     assert not page_findings(page)
-    assert "http://" not in page and "https://" not in page
+    assert "http://" not in page
+    assert "https://" not in page
     soup = BeautifulSoup(page, "html.parser")
     assert soup.find("script") is None
     csp = soup.find("meta", attrs={"http-equiv": "Content-Security-Policy"})["content"]
-    assert "default-src 'none'" in csp and "script-src" not in csp
+    assert "default-src 'none'" in csp
+    assert "script-src" not in csp
     assert [m.get("http-equiv") for m in soup.find_all("meta") if m.get("http-equiv")] == [
         "Content-Security-Policy"]
-    assert "\x1b" not in page and "AnswerNotAccepted" not in soup.find(id="cell-3").get_text()
+    assert "\x1b" not in page
+    assert "AnswerNotAccepted" not in soup.find(id="cell-3").get_text()
     # a web address the student wrote is plain text, not a link
     assert "https://evil.example/auto" in soup.get_text()
     assert all(not a.get("href") or a["href"].startswith("#") for a in soup.find_all("a"))
@@ -500,7 +512,9 @@ def test_page_renders_the_same_from_a_sanitised_notebook():
     nb = hostile_notebook()
     sanitize_notebook(nb)
     page = render_feedback(nb, SCORES, title="t")
-    assert not page_findings(page) and "http://" not in page and "https://" not in page
+    assert not page_findings(page)
+    assert "http://" not in page
+    assert "https://" not in page
 
 
 def test_math_is_mathml_in_the_page(page):
@@ -509,12 +523,15 @@ def test_math_is_mathml_in_the_page(page):
     assert len(maths) >= 8
     assert {m.get("display") for m in maths} >= {"inline", "block"}
     text = soup.find("main").get_text()
-    assert "$K" not in text and "\\frac" not in text
-    assert "$5 and a boat $10" in text and "$not_math$" in text
+    assert "$K" not in text
+    assert "\\frac" not in text
+    assert "$5 and a boat $10" in text
+    assert "$not_math$" in text
 
 
 def test_hidden_tests_are_not_shown(page):
-    assert "secret_reference" not in page and "unclosed_secret" not in page
+    assert "secret_reference" not in page
+    assert "unclosed_secret" not in page
     assert page.count("hidden tests: not shown") == 2
     assert 'hand_in</span><span class="p">(</span><span class="s2">"p3.b.K"' in page
 
@@ -527,7 +544,8 @@ def test_judge_message_reads_as_a_sentence(page):
     assert [p.get_text() for p in passes] == ["Accepted: Correct."]
     # a student's own exception of the same name is shown as an error, not as a verdict
     forged = soup.find(id="cell-5")
-    assert forged.select("p.verdict") == [] and "Accepted, full marks" in forged.find("pre", class_="error").text
+    assert forged.select("p.verdict") == []
+    assert "Accepted, full marks" in forged.find("pre", class_="error").text
 
 
 def test_points_totals_and_comments(page):
@@ -538,19 +556,23 @@ def test_points_totals_and_comments(page):
                     ["p3_c_direction", "awaiting grading / 1 points"]]
     assert soup.select_one("#cell-3 .points").get_text() == "0 / 2 points"
     comment = soup.select_one("#cell-4 .comment")
-    assert comment.find("math") is not None and comment.find("strong").get_text() == "radians"
+    assert comment.find("math") is not None
+    assert comment.find("strong").get_text() == "radians"
 
 
 def test_page_structure_for_phones_and_screen_readers(page):
     soup = BeautifulSoup(page, "html.parser")
     assert soup.html["lang"] == "en"
     assert soup.find("meta", attrs={"name": "viewport"})["content"].startswith("width=device-width")
-    assert soup.find("main") is not None and soup.find("header") is not None
+    assert soup.find("main") is not None
+    assert soup.find("header") is not None
     assert [h.get_text() for h in soup.find_all("h1")] == ["problem03: feedback for s01"]
     # graded parts get the level below the heading before them (Problem 3 is h2, its parts h3)
     assert [h.name for h in soup.select(".part")] == ["h3", "h3", "h3"]
     css = soup.find("style").get_text()
-    assert "white-space: pre-wrap" in css and "overflow-wrap: anywhere" in css and "max-width" in css
+    assert "white-space: pre-wrap" in css
+    assert "overflow-wrap: anywhere" in css
+    assert "max-width" in css
     for img in soup.find_all("img"):
         assert img.get("alt") is not None
 
@@ -580,7 +602,9 @@ def test_every_assignment_renders():
     for path in sorted((ROOT / "exercises").glob("problem*/*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         page = render_feedback(nb, {}, title=path.stem)
-        assert "http://" not in page and "https://" not in page and "<script" not in page
+        assert "http://" not in page
+        assert "https://" not in page
+        assert "<script" not in page
         assert "<math" in page, path
 
 
@@ -661,11 +685,16 @@ def test_grader_notes_follow_written_parts_and_never_reach_feedback(tmp_path):
     nb, _ = step.preprocess(student, {"nbgrader": {"assignment": "problem03", "notebook": "problem03"}})
     assert [grader_notes.is_grader_note(c) for c in nb.cells] == [False, False, True]
     note = nb.cells[2].source
-    assert "For the grader, p3_a_derivation" in note and "SECRET-MODEL" in note and "Rubric (2 points)" in note
-    assert "<math" in note and "BEGIN SOLUTION" not in note  # math as MathML, markers left out
+    assert "For the grader, p3_a_derivation" in note
+    assert "SECRET-MODEL" in note
+    assert "Rubric (2 points)" in note
+    assert "<math" in note
+    assert "BEGIN SOLUTION" not in note  # math as MathML, markers left out
     assert "nbgrader" not in nb.cells[2].metadata  # graded nowhere, by nbgrader or the judge
     page = render_feedback(nb, {"p3_a_derivation": (None, 2, None)}, title="t")
-    assert "My answer" in page and "SECRET-MODEL" not in page and "For the grader" not in page
+    assert "My answer" in page
+    assert "SECRET-MODEL" not in page
+    assert "For the grader" not in page
     assert 'style="border-left' in note  # a frame no student cell can have (styles are sanitised away)
 
 

@@ -125,7 +125,8 @@ def test_the_payloads_run_when_nothing_stops_them(browser, tmp_path):
     payloads = "\n".join(line for line in HOSTILE_HTML.splitlines() if "http-equiv" not in line)
     plain.write_text(f"<!DOCTYPE html><html><head><title>{TITLE}</title></head><body>{payloads}</body></html>")
     state, _ = visit(browser, plain)
-    assert state["pwned"] == "number" and state["title"] == "PWNED"
+    assert state["pwned"] == "number"
+    assert state["title"] == "PWNED"
 
 
 def test_hostile_feedback_page_runs_nothing_and_loads_nothing(browser, tmp_path):
@@ -134,10 +135,13 @@ def test_hostile_feedback_page_runs_nothing_and_loads_nothing(browser, tmp_path)
     write_feedback(page, render_feedback(hostile_notebook(), SCORES, title=TITLE))
     state, events = visit(browser, page)
     assert state["pwned"] == "undefined", "an injected script ran"
-    assert state["title"] == TITLE and state["href"] == page.as_uri()
-    assert state["scripts"] == 0 and state["iframes"] == 0
+    assert state["title"] == TITLE
+    assert state["href"] == page.as_uri()
+    assert state["scripts"] == 0
+    assert state["iframes"] == 0
     urls = requested(events)
-    assert urls[0] == page.as_uri() and all(u.startswith("data:image/") for u in urls[1:]), urls
+    assert urls[0] == page.as_uri(), urls
+    assert all(u.startswith("data:image/") for u in urls[1:]), urls
     assert len(urls) == 3  # the page, its PNG and its SVG figure
     blocked = [e["params"]["entry"]["text"] for e in events if e.get("method") == "Log.entryAdded"
                and "Content Security Policy" in e["params"]["entry"]["text"]]
@@ -154,7 +158,8 @@ def test_math_renders_as_mathml(browser, tmp_path):
     assert len(maths) >= 8
     for m in maths:
         assert m["ns"] == "http://www.w3.org/1998/Math/MathML"
-        assert m["w"] > 0 and m["h"] > 0, m
+        assert m["w"] > 0, m
+        assert m["h"] > 0, m
     frac, sup = state["frac"], state["sup"]
     # laid out as mathematics: numerator above denominator, superscript raised
     assert frac["num"]["top"] + frac["num"]["h"] <= frac["den"]["top"] + 1, frac
@@ -196,7 +201,8 @@ def test_formgrader_page_of_the_sanitised_notebook_runs_nothing_injected(browser
     page = tmp_path / "formgrade.html"
     page.write_text(formgrader_page(nb))
     state, events = visit(browser, page)
-    assert state["pwned"] == "undefined" and state["title"] == "problem03"
+    assert state["pwned"] == "undefined"
+    assert state["title"] == "problem03"
     assert all(url.startswith(("file:", "data:")) or "cdnjs.cloudflare.com/ajax/libs/mathjax" in url
                for url in requested(events)), requested(events)
     maths = [m for m in state["maths"] if m["w"] > 0 and m["h"] > 0]

@@ -58,7 +58,8 @@ def body(**fields) -> bytes:
 def test_malformed_requests_are_refused_with_a_reason(raw, status, words):
     with pytest.raises(FetchRefused) as refused:
         parse_request(raw)
-    assert refused.value.status == status and words in refused.value.message, refused.value.message
+    assert refused.value.status == status, refused.value.message
+    assert words in refused.value.message, refused.value.message
 
 
 def test_a_wellformed_request():
@@ -142,7 +143,8 @@ def test_each_student_gets_their_own_numbers_and_reserved_ids_none(exchange, tmp
     for reserved in ("reference", "instructor", "Reference", "", "a/b", "*"):
         with pytest.raises(FetchRefused) as caught:
             core.personalised(reserved, request)
-        assert caught.value.status == 403 and "expected a student id" in caught.value.message, caught.value.message
+        assert caught.value.status == 403, caught.value.message
+        assert "expected a student id" in caught.value.message, caught.value.message
 
 
 def test_without_variants_the_released_notebook_comes_back(exchange, tmp_path):
@@ -254,7 +256,8 @@ def test_the_students_fetch_writes_what_the_service_returns(exchange, tmp_path, 
     _Service.replies["next"] = (200, {"notebook": personal})
     fetch_as_student(exchange, home, stand_in[1], monkeypatch)
     path, token, request = _Service.seen[0]
-    assert path == "/services/rbtutor-fetch/api/personalise" and token == "token the-servers-token"
+    assert path == "/services/rbtutor-fetch/api/personalise"
+    assert token == "token the-servers-token"
     assert request == {"assignment": "problem03", "notebook": "problem03.ipynb"}
     written = nbformat.read(home / "problem03" / "problem03.ipynb", as_version=4)
     assert written.cells[0].source == "# the student's own version"

@@ -95,7 +95,8 @@ def test_frames_figure_draws_r_g_to_scale(name):
     direction = (head - tail) / np.linalg.norm(head - tail)
     np.testing.assert_allclose(direction, [math.cos(pose[2]), math.sin(pose[2])], atol=1e-12)
     for ax in fig.axes:
-        assert ax.get_xlabel().endswith("(m)") and ax.get_ylabel().endswith("(m)")
+        assert ax.get_xlabel().endswith("(m)")
+        assert ax.get_ylabel().endswith("(m)")
         assert ax.get_aspect() == 1.0
 
 
@@ -105,8 +106,10 @@ def test_frames_figure_enlarged_view_contains_g():
         fig = F.frames_figure(body)
         detail = fig.axes[2]
         x, z = body.r_g[0], body.r_g[2]
-        assert detail.get_xlim()[0] < min(x, 0) and max(x, 0) < detail.get_xlim()[1]
-        assert detail.get_ylim()[0] < min(z, 0) and max(z, 0) < detail.get_ylim()[1]
+        assert detail.get_xlim()[0] < min(x, 0)
+        assert max(x, 0) < detail.get_xlim()[1]
+        assert detail.get_ylim()[0] < min(z, 0)
+        assert max(z, 0) < detail.get_ylim()[1]
 
 
 # --------------------------------------------------------------------------- six motions
@@ -137,14 +140,16 @@ def test_six_motions_figure_follows_conventions(name, length_scale):
         tail, head = arrow_ends(fig, velocity)
         along = F.project(squash @ np.eye(3)[k])
         cross = (head - tail)[0] * along[1] - (head - tail)[1] * along[0]
-        assert abs(cross) < 1e-9 and (head - tail) @ along > 0.0
+        assert abs(cross) < 1e-9
+        assert (head - tail) @ along > 0.0
         drawn = one(fig, f"arc-{rate}").get_xydata()
         # the drawn arc is a right-hand arc about axis k, projected: recover its centre
         # distance d and radius from the first point, then compare every point
         e = np.eye(3)
         basis = np.column_stack([F.project(squash @ e[k]), F.project(squash @ e[(k + 1) % 3])])
         distance, radius = np.linalg.solve(basis, drawn[0])
-        assert distance > 0.0 and radius > 0.0
+        assert distance > 0.0
+        assert radius > 0.0
         expected = F.project(F.rotation_arc(k, distance, radius) @ squash.T)
         np.testing.assert_allclose(drawn, expected, atol=1e-9)
         # and it turns the way the projected (e_k+1, e_k+2) pair does
@@ -186,7 +191,8 @@ def test_towline_figure_course_data_pitches_bow_down():
     fig, moment_g = _tow_checks(COURSE, DATA["tow"]["tau"])
     assert moment_g[1] > 0.0
     texts = " ".join(t.get_text() for t in fig.findobj(plt.Text))
-    assert "$M_O$ = 0" in texts and "bow down" in texts
+    assert "$M_O$ = 0" in texts
+    assert "bow down" in texts
 
 
 def test_towline_figure_follows_the_data():
@@ -225,7 +231,8 @@ def test_heel_couple_figure_follows_the_data(name):
     assert abs(point(fig, "B")[0] - point(fig, "M")[0]) < 1e-12  # buoyancy acts through M
     # port (drawing left, negative) goes down when phi < 0: the mast leans to the low side
     top = one(fig, "centreline").get_xydata()[1]
-    assert np.sign(top[0]) == np.sign(phi) and np.sign(phi) == np.sign(body.r_g[2])  # phi = z_G u r / (g GM)
+    assert np.sign(top[0]) == np.sign(phi)
+    assert np.sign(phi) == np.sign(body.r_g[2])  # phi = z_G u r / (g GM)
     # the turning force at O points to port (left), the reaction at G to starboard
     tail, head = arrow_ends(fig, "turning-force")
     np.testing.assert_allclose(tail, [0.0, 0.0], atol=1e-12)
@@ -235,7 +242,8 @@ def test_heel_couple_figure_follows_the_data(name):
     assert head[0] > tail[0]
     tail, head = arrow_ends(fig, "weight")
     np.testing.assert_allclose(tail, point(fig, "G"), atol=1e-12)
-    assert head[1] < tail[1] and abs(head[0] - tail[0]) < 1e-12
+    assert head[1] < tail[1]
+    assert abs(head[0] - tail[0]) < 1e-12
     # the righting couple: weight and buoyancy are GM sin(phi) apart, on the side that rights the hull
     gz = point(fig, "M")[0] - point(fig, "G")[0]
     assert abs(abs(gz) - gm * abs(math.sin(drawn))) < 1e-9
@@ -291,13 +299,16 @@ def test_energy_plot_axis_is_honest():
     fig = result.plot_energy()
     bottom = fig.axes[1]
     low, high = bottom.get_ylim()
-    assert low >= 1e-20 and low <= np.finfo(float).eps
+    assert low >= 1e-20
+    assert low <= np.finfo(float).eps
     relative, scale = result.relative_energy_residual()
     assert scale == pytest.approx(np.abs(result.work).max())
     assert np.isnan(relative[0])  # T(0) - T(0) - 0 is exactly zero
     finite = relative[np.isfinite(relative)]
-    assert finite.min() >= np.finfo(float).eps and finite.max() <= high
-    assert all(ax.get_ylabel() for ax in fig.axes) and fig.axes[1].get_xlabel() == "t (s)"
+    assert finite.min() >= np.finfo(float).eps
+    assert finite.max() <= high
+    assert all(ax.get_ylabel() for ax in fig.axes)
+    assert fig.axes[1].get_xlabel() == "t (s)"
 
 
 def test_energy_plot_of_a_body_at_rest():
@@ -305,7 +316,8 @@ def test_energy_plot_of_a_body_at_rest():
     body = RigidBody(1.0, [0.0, 0.0, 0.0], np.eye(3))
     result = simulate(body, np.zeros(6), 1.0, t_eval=np.linspace(0.0, 1.0, 11))
     relative, scale = result.relative_energy_residual()
-    assert scale == 1.0 and np.all(np.isnan(relative))
+    assert scale == 1.0
+    assert np.all(np.isnan(relative))
     low, high = result.plot_energy().axes[1].get_ylim()
     assert 1e-20 <= low < high < 1.0
 
@@ -368,7 +380,8 @@ def test_every_figure_cell_is_captioned_and_described(page, options, source):
     assert str(figure.get("name", "")).startswith("fig-"), f"{page}: figure without a fig- name"
     if "FuncAnimation(" in source:
         # the animation is HTML: its alt text and slider label are put into the page by the cell
-        assert re.search(r"alt=", source) and re.search(r"aria-label", source), page
+        assert re.search(r"alt=", source), page
+        assert re.search(r"aria-label", source), page
         return
     alt = str((mystnb.get("image") or {}).get("alt", "")).strip()
     assert len(alt.split()) >= 12, f"{page}: alt text missing or too short: {alt!r}"

@@ -60,7 +60,8 @@ def test_interrupted_run_can_be_rerun(small_class, tmp_path):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-    assert proc.returncode != 0 and "graded 3 submissions" not in out, "the run was not interrupted"
+    assert proc.returncode != 0, "the run was not interrupted"
+    assert "graded 3 submissions" not in out, "the run was not interrupted"
     rerun = run_course(small_class, "grade")
 
     for result in (reference, rerun):
@@ -71,7 +72,8 @@ def test_interrupted_run_can_be_rerun(small_class, tmp_path):
         for grade_id in GRADED:
             assert grade_of(small_class, NAME, student, grade_id) == grade_of(clean, NAME, student, grade_id)
             score, max_score = grade_of(small_class, NAME, student, grade_id)
-            assert score == (max_score if student != "broken" else 0) and max_score > 0
+            assert score == (max_score if student != "broken" else 0)
+            assert max_score > 0
     # the unreadable notebook is graded as the blank release (zero) and named, with what was seen
     report = json.loads((small_class / "integrity_report.json").read_text())
     broken = next(e for e in report if e["student"] == "broken")
@@ -100,7 +102,8 @@ def test_regrading_keeps_hand_grading_and_shows_overrides(small_class, tmp_path)
     assert run_course(course, "grade").returncode == 0
     with Gradebook(url) as gradebook:
         grade = gradebook.find_grade(name, NAME, NAME, "ann")
-        assert not grade.needs_manual_grade and grade.score == grade.max_score
+        assert not grade.needs_manual_grade
+        assert grade.score == grade.max_score
     rows = {r["student"]: r for r in csv.DictReader((course / "grades.csv").open())}
     assert rows["ann"]["written_parts"] == (f"to grade ({left})" if left else "done")
     assert rows["ann"]["overridden"] == "p3_b_K 2->0.5"

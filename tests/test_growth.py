@@ -205,7 +205,9 @@ def test_export_grades_writes_what_the_relationships_give(tmp_path, venv_on_path
     rows, _ = _export(url, tmp_path / "grades.csv")
     expected = _rows_by_relationships(url)
     assert len(rows) == 24
-    assert any(r[5] for r in rows) and any(r[4] != "done" for r in rows) and any(r[6] != "0" for r in rows)
+    assert any(r[5] for r in rows)
+    assert any(r[4] != "done" for r in rows)
+    assert any(r[6] != "0" for r in rows)
     assert rows == expected
 
 
@@ -241,7 +243,8 @@ def test_start_run_stores_the_class_keys_where_the_judge_reads_them(course_data,
     config = SimpleNamespace(JudgeAnswers={"class_keys": str(store), "data_file": str(data_file)})
     config.JudgeAnswers = _Section(config.JudgeAnswers)
     folder = store_class_keys(layout, SimpleNamespace(config=config), CLASS[:3])
-    assert folder is not None and folder.parent == store
+    assert folder is not None
+    assert folder.parent == store
     assert stat.S_IMODE(layout.scratch.stat().st_mode) == 0o700
     assert sorted(stored_class_keys(store, load_course_data(data_file), 8)) == CLASS[:3]
 

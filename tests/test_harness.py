@@ -575,10 +575,12 @@ def test_integrity_report_names_the_hostile_only(hostile_class, student):
     seen = {e["kind"] for e in entry["events"]}
     text = report.read_text()
     if kind == HOSTILE:
-        assert entry["suspicious"] and kinds <= seen, seen
+        assert entry["suspicious"], seen
+        assert kinds <= seen, seen
         assert f"## {student} / {NAME}\n\n| notebook" in text
     else:
-        assert not entry["suspicious"] and entry["events"] == [], entry["events"]
+        assert not entry["suspicious"], entry["events"]
+        assert entry["events"] == [], entry["events"]
         assert f"## {student} / {NAME}\n\nnothing suspicious" in text
 
 
@@ -588,7 +590,9 @@ def test_report_lists_the_whole_class(hostile_class):
     assert {e["student"] for e in entries} == set(CASES)
     assert all(e["scanned"] for e in entries)
     text = report.read_text()
-    assert "np.isclose =" in text and "gradebook.db" in text and "p3_d_K" in text
+    assert "np.isclose =" in text
+    assert "gradebook.db" in text
+    assert "p3_d_K" in text
 
 
 def test_wall_time_is_bounded(hostile_class):
@@ -615,7 +619,8 @@ def test_infinite_loop_is_stopped_at_the_cell_timeout(hostile_class):
     assert "while True" in loop.source
     assert [o.get("ename") for o in loop.outputs] == ["KeyboardInterrupt", "CellTimeoutError"], loop.outputs
     later = nb.cells[index_of(nb, "p3_d_phi_deg")]
-    assert later.execution_count and later.outputs[0].text == "p3.d.phi_deg: Correct.\n"
+    assert later.execution_count
+    assert later.outputs[0].text == "p3.d.phi_deg: Correct.\n"
 
 
 def test_kernel_death_keeps_earlier_outputs(hostile_class):
@@ -624,7 +629,8 @@ def test_kernel_death_keeps_earlier_outputs(hostile_class):
         nb = autograded(course, student)
         assert nb.cells[index_of(nb, "p3_b_K")].outputs[0].output_type == "stream"
         later = nb.cells[index_of(nb, "p3_c_phi_rad")]
-        assert "the kernel died" in str(later.outputs) and reason in str(nb.cells), student
+        assert "the kernel died" in str(later.outputs), student
+        assert reason in str(nb.cells), student
 
 
 def test_floods_are_cut(hostile_class):
@@ -692,7 +698,8 @@ def test_stderr_does_not_cost_points(hostile_class):
     course, _, _, _ = hostile_class
     nb = autograded(course, "stderr")
     answer = nb.cells[index_of(nb, "p3_b_K_answer")]
-    assert [o.get("name") for o in answer.outputs] == ["stderr"] and "complex" in answer.outputs[0].text
+    assert [o.get("name") for o in answer.outputs] == ["stderr"]
+    assert "complex" in answer.outputs[0].text
     test_b = nb.cells[index_of(nb, "p3_b_K")]
     assert [o.get("name") for o in test_b.outputs] == ["stdout"], test_b.outputs
     assert determine_grade(test_b) == (2.0, 2.0)
@@ -755,8 +762,10 @@ def test_cap_output_cuts_text_and_drops_big_displays_but_keeps_answers():
                           answer)
     nb, resources = CapOutput().preprocess(nb, {"nbgrader": {}})
     outputs = nb.cells[0].outputs
-    assert len(outputs[0].text.encode()) < 100_200 and "output cut at 100000 bytes" in outputs[0].text
-    assert "image/png" not in outputs[1].data and "dropped" in outputs[2].text
+    assert len(outputs[0].text.encode()) < 100_200
+    assert "output cut at 100000 bytes" in outputs[0].text
+    assert "image/png" not in outputs[1].data
+    assert "dropped" in outputs[2].text
     assert outputs[-1].data[ANSWER_MIME] == {"id": "p3.b.K", "value": 1.0}
     assert {e["kind"] for e in resources["rbtutor"]["events"]} == {"output_cut", "output_dropped"}
 
@@ -859,7 +868,8 @@ def test_a_copy_of_the_source_earns_nothing_and_its_text_is_not_graded(hostile_c
     nb = autograded(course, student)
     assert "BEGIN SOLUTION" not in json.dumps(nb)
     written = [c for c in nb.cells if grade_meta(c).get("solution") and c.cell_type == "markdown"]
-    assert written and all("YOUR ANSWER HERE" in c.source for c in written)
+    assert written
+    assert all("YOUR ANSWER HERE" in c.source for c in written)
 
 
 def test_oversized_and_malformed_messages_end_the_notebook_where_they_were_sent(hostile_class):
@@ -878,8 +888,11 @@ def test_injected_html_is_gone_from_the_autograded_notebook_and_the_feedback(hos
     # what a browser renders of the stored notebook: markdown cells and outputs
     stored = json.dumps([c.source for c in nb.cells if c.cell_type == "markdown"]
                         + [c.get("outputs", []) for c in nb.cells])
-    assert "<script" not in stored and "onerror" not in stored and "onload" not in stored
-    assert "javascript:" not in stored and "application/javascript" not in stored
+    assert "<script" not in stored
+    assert "onerror" not in stored
+    assert "onload" not in stored
+    assert "javascript:" not in stored
+    assert "application/javascript" not in stored
     page = (course / "feedback" / "html_injection" / NAME / f"{NAME}.html").read_text()
     soup = BeautifulSoup(page, "html.parser")
     assert not soup.find_all(["script", "iframe", "object", "embed", "form"])
@@ -894,11 +907,13 @@ def test_injected_html_runs_nothing_in_a_browser(hostile_class, browser, tmp_pat
     course, _, _, _ = hostile_class
     page = course / "feedback" / "html_injection" / NAME / f"{NAME}.html"
     state, _ = visit(browser, page)
-    assert state["pwned"] == "undefined" and "pwned" not in state["title"], state
+    assert state["pwned"] == "undefined", state
+    assert "pwned" not in state["title"], state
     assert [m for m in state["maths"] if m["w"] > 0 and m["h"] > 0], state["maths"]
     screenshot(browser, "hostile-class-feedback.png")
     formgrade = tmp_path / "formgrade.html"
     formgrade.write_text(formgrader_page(autograded(course, "html_injection")))
     state, _ = visit(browser, formgrade)
-    assert "pwned" not in state["title"] and state["pwned"] == "undefined", state
+    assert "pwned" not in state["title"], state
+    assert state["pwned"] == "undefined", state
     screenshot(browser, "hostile-class-formgrader.png")

@@ -55,7 +55,8 @@ def installed(tmp_path_factory):
 def test_the_wheel_carries_the_key_and_the_data(installed):
     out = subprocess.run([str(installed), "-m", "rbtutor", "key", "--problem", "3", "--format", "json"],
                          capture_output=True, text=True, timeout=120, cwd=installed.parent)
-    assert out.returncode == 0 and "p3.b.K" in out.stdout, out.stderr
+    assert out.returncode == 0, out.stderr
+    assert "p3.b.K" in out.stdout, out.stderr
 
 
 def test_a_course_folder_is_graded_by_the_installed_package(installed, tmp_path):

@@ -187,8 +187,10 @@ def test_symlinked_notebooks_are_refused_and_not_read(tmp_path, opens):
     assert refused["problem03.ipynb"]["kind"] == "link_refused"
     assert refused["extra.ipynb"]["kind"] == "link_refused"
     assert "is a symbolic link" in refused["extra.ipynb"]["message"]
-    assert "problem03.ipynb" not in result.taken and "extra.ipynb" not in result.taken
-    assert not (dest / "problem03.ipynb").exists() and not (dest / "extra.ipynb").exists()
+    assert "problem03.ipynb" not in result.taken
+    assert "extra.ipynb" not in result.taken
+    assert not (dest / "problem03.ipynb").exists()
+    assert not (dest / "extra.ipynb").exists()
     assert [p for p, _ in opens if p in ("problem03.ipynb", "extra.ipynb")] == []  # never opened
     no_secret(dest, result)
 
@@ -337,7 +339,8 @@ def test_ten_thousand_files_are_bounded_work(tmp_path, monkeypatch):
     assert elapsed < 60  # safety net only; the bound that matters is the count below
     assert len(stats) <= FLOOD_FACTOR * limits.max_files + 5
     flood = [e for e in result.events if e["kind"] == "too_many_files"]
-    assert len(flood) == 1 and flood[0]["flood"] is True
+    assert len(flood) == 1
+    assert flood[0]["flood"] is True
     assert len(result.taken) == limits.max_files
     assert len(list(dest.iterdir())) == limits.max_files
 
@@ -350,7 +353,8 @@ def test_more_files_than_the_cap_without_a_flood(tmp_path):
     write_nb(src / "problem03.ipynb", notebook("x = 1"))
     result = take_in(src, tmp_path / "copy", limits=Limits(max_files=4))
     assert result.kinds() == ["too_many_files"]
-    assert result.events[0]["flood"] is False and result.events[0]["refused"] == 7
+    assert result.events[0]["flood"] is False
+    assert result.events[0]["refused"] == 7
     assert "problem03.ipynb" in result.taken  # notebooks are taken first
     assert len(result.taken) == 4
 
@@ -384,7 +388,8 @@ def test_sparse_100_mb_file_is_refused_without_reading_it(tmp_path, monkeypatch)
     monkeypatch.setattr(os, "read", counting)
     result = take_in(src, tmp_path / "copy")
     assert result.kinds() == ["too_large"]
-    assert result.events[0]["path"] == "big.npy" and result.events[0]["bytes"] == 100 * 1024 * 1024
+    assert result.events[0]["path"] == "big.npy"
+    assert result.events[0]["bytes"] == 100 * 1024 * 1024
     assert result.events[0]["cap"] == Limits().max_file_bytes  # refused for itself, not for the total
     assert sum(read) < 1024 * 1024  # only the small honest files were read
     assert "big.npy" not in result.taken
@@ -419,7 +424,8 @@ def test_total_size_is_capped(tmp_path):
     result = take_in(src, tmp_path / "copy", limits=Limits(max_total_bytes=1500))
     assert result.kinds() == ["too_large"]
     assert result.taken == ["a.bin", "b.bin"]
-    assert result.events[0]["path"] == "c.bin" and result.events[0]["cap"] == 1500
+    assert result.events[0]["path"] == "c.bin"
+    assert result.events[0]["cap"] == 1500
 
 
 def test_bad_names_are_refused(tmp_path):
@@ -449,7 +455,8 @@ def test_five_megabyte_cell_source_is_cut_at_a_character_boundary(tmp_path):
     assert result.events[0]["bytes"] == len(("# " + huge).encode())
     kept = nbformat.read(dest / "problem03.ipynb", as_version=4).cells[1].source
     size = len(kept.encode("utf-8"))
-    assert size <= 100_000 and size > 100_000 - 3
+    assert size <= 100_000
+    assert size > 100_000 - 3
     assert ("# " + huge).startswith(kept)
     assert huge[:10] not in result.events[0]["message"]
 
@@ -494,11 +501,15 @@ def test_rebuilt_notebook_keeps_only_what_grading_needs(tmp_path):
     kept = json.loads((dest / "problem03.ipynb").read_text())
     code, markdown, raw = kept["cells"]
     assert "".join(code["source"]) == "a = 1\nb = 2"  # nbformat writes a source as a list of lines
-    assert code["outputs"] == [] and code["execution_count"] is None
-    assert code["metadata"] == {"tags": ["keep"]} and code["id"] == "good-id"
-    assert "attachments" not in code and "extra" not in code
+    assert code["outputs"] == []
+    assert code["execution_count"] is None
+    assert code["metadata"] == {"tags": ["keep"]}
+    assert code["id"] == "good-id"
+    assert "attachments" not in code
+    assert "extra" not in code
     assert markdown["attachments"] == {"x.png": png}
-    assert markdown["id"] not in ("good-id", "") and raw["id"] != "not a valid id!"
+    assert markdown["id"] not in ("good-id", "")
+    assert raw["id"] != "not a valid id!"
     assert len({code["id"], markdown["id"], raw["id"]}) == 3
     assert SECRET not in (dest / "problem03.ipynb").read_text()
 
@@ -512,7 +523,8 @@ def test_notebook_before_minor_5_gets_no_cell_ids(tmp_path):
     result = take_in(src, tmp_path / "copy")
     assert result.kinds() == []
     kept = json.loads((tmp_path / "copy" / "problem03.ipynb").read_text())
-    assert kept["nbformat_minor"] == 4 and "id" not in kept["cells"][0]
+    assert kept["nbformat_minor"] == 4
+    assert "id" not in kept["cells"][0]
 
 
 @pytest.mark.parametrize("content", [
@@ -554,10 +566,12 @@ def test_notebook_is_rewritten_from_what_was_validated(tmp_path):
     result = take_in(src, dest)
     assert result.events == []
     text = (dest / "problem03.ipynb").read_text()
-    assert "<script>" not in text and "extra_top_level" not in text
+    assert "<script>" not in text
+    assert "extra_top_level" not in text
     got = nbformat.read(dest / "problem03.ipynb", as_version=4)
     nbformat.validate(got)
-    assert got.cells[0].source == "print('hi')" and got.cells[0].outputs == []
+    assert got.cells[0].source == "print('hi')"
+    assert got.cells[0].outputs == []
 
 
 # --------------------------------------------------------------------------- source copies
@@ -571,9 +585,11 @@ def test_source_notebook_with_markers_is_a_source_copy(tmp_path):
     result = take_in(src, dest, sources={"problem03": source03()})
     assert result.kinds() == ["source_copy"]
     found = result.events[0]
-    assert found["source"] == "problem03" and found["markers"][0]["marker"] == "BEGIN SOLUTION"
+    assert found["source"] == "problem03"
+    assert found["markers"][0]["marker"] == "BEGIN SOLUTION"
     assert "### BEGIN SOLUTION" in found["message"]
-    assert not (dest / "problem03.ipynb").exists() and result.taken == []
+    assert not (dest / "problem03.ipynb").exists()
+    assert result.taken == []
 
 
 def test_one_marker_line_in_a_released_notebook_is_a_source_copy(tmp_path):
@@ -601,7 +617,8 @@ def test_one_model_answer_pasted_into_another_cell_is_a_source_copy():
     model = "".join(by_id(strip_markers(source), "p3_e_assumption")["source"])
     nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "My notes:\n" + model})
     found = source_copy(nb, source)
-    assert found and [m["grade_id"] for m in found["cells"]] == ["p3_e_assumption"]
+    assert found
+    assert [m["grade_id"] for m in found["cells"]] == ["p3_e_assumption"]
 
 
 def test_honest_notebook_with_one_line_equal_to_the_solution_is_taken(tmp_path):
@@ -610,7 +627,8 @@ def test_honest_notebook_with_one_line_equal_to_the_solution_is_taken(tmp_path):
     src = tmp_path / "honest"
     write_nb(src / "problem03.ipynb", nbformat.from_dict(nb))
     result = take_in(src, tmp_path / "copy", sources={"problem03": source03()})
-    assert result.events == [] and result.taken == ["problem03.ipynb"]
+    assert result.events == []
+    assert result.taken == ["problem03.ipynb"]
 
 
 def test_honest_notebook_with_every_code_answer_as_the_key_writes_it_is_taken():
@@ -647,7 +665,8 @@ def test_two_non_trivial_code_answers_equal_to_the_key_are_a_copy():
     two = notebook(sol_a, "# mine\n" + sol_b.replace(" ", ""))
     assert source_copy(one, source) is None
     found = source_copy(two, source)
-    assert found and [m["grade_id"] for m in found["cells"]] == ["a", "b"]
+    assert found
+    assert [m["grade_id"] for m in found["cells"]] == ["a", "b"]
 
 
 # --------------------------------------------------------------------------- collect
@@ -679,7 +698,8 @@ def test_collect_takes_the_newest_submission(tmp_path):
         inbound / f"carol+problem04+{AT[2]}+aa")  # another assignment
     results = dict(collect(inbound, submitted, "problem03"))
     assert sorted(results) == ["alice", "bob"]
-    assert results["alice"].events == [] and results["alice"].timestamp == AT[3]
+    assert results["alice"].events == []
+    assert results["alice"].timestamp == AT[3]
     nb = nbformat.read(submitted / "alice" / "problem03" / "problem03.ipynb", as_version=4)
     assert nb.cells[0].source == "new = 1"
     assert (submitted / "alice" / "problem03" / "timestamp.txt").read_text() == AT[3]
@@ -710,8 +730,10 @@ def test_collect_rejects_bad_names_and_keeps_a_valid_timestamp(tmp_path):
     (erin / "timestamp.txt").write_text("x" * 500)
     results = dict(collect(inbound, submitted, "problem03"))
     assert sorted(results) == ["..", "dave", "erin"]  # a refused id is named, never used as a folder
-    assert results["dave"].kinds() == ["bad_name"] and results["dave"].taken == []
-    assert results[".."].kinds() == ["bad_name"] and "student id" in results[".."].events[0]["message"]
+    assert results["dave"].kinds() == ["bad_name"]
+    assert results["dave"].taken == []
+    assert results[".."].kinds() == ["bad_name"]
+    assert "student id" in results[".."].events[0]["message"]
     assert results["erin"].kinds() == ["bad_timestamp"]
     assert not (submitted / "erin" / "problem03" / "timestamp.txt").exists()  # a bad claim is not kept
     assert results["erin"].timestamp == AT[1]  # the time comes from the entry, not the claim
@@ -782,4 +804,5 @@ def test_a_flood_does_not_hide_the_assignment_notebook(tmp_path):
     nbformat.write(nbformat.v4.new_notebook(), sub / "problem03.ipynb")
     result = take_in(sub, tmp_path / "copy", sources={"problem03": source})
     assert "problem03.ipynb" in result.taken
-    assert "too_many_files" in result.kinds() and len(result.taken) <= Limits().max_files
+    assert "too_many_files" in result.kinds()
+    assert len(result.taken) <= Limits().max_files

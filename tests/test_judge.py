@@ -70,9 +70,11 @@ def test_sign_and_five_percent_fail(answer_id):
         assert negated.passed, negated
     else:
         expected = {"sign", "quaternion_sign"} if "quaternion_sign" in dict(KEY[answer_id].mistakes) else {"sign"}
-        assert not negated.passed and negated.diagnosis in expected, negated
+        assert not negated.passed, negated
+        assert negated.diagnosis in expected, negated
     off = verdict(answer_id, ref * 1.05)
-    assert not off.passed and off.diagnosis, off
+    assert not off.passed, off
+    assert off.diagnosis, off
     for factor in (1.05, 1.2, 0.5):  # a value a few per cent or twice off is not a unit slip of 1000
         assert verdict(answer_id, ref * factor).diagnosis != "factor_1000", (answer_id, factor)
 
@@ -112,7 +114,8 @@ def test_a_plain_wrong_value_gets_one_message_whatever_its_distance(answer_id):
     replies = {(v.passed, v.diagnosis, v.message) for v in judged if not v.passed}  # 0.5 % may be in the printed digits
     assert len(replies) == 1, replies
     ((passed, diagnosis, message),) = replies
-    assert not passed and diagnosis == "wrong_value"
+    assert not passed
+    assert diagnosis == "wrong_value"
     assert message == not_accepted(KEY[answer_id])
     assert not re.search(r"\d", re.sub("1000|2 pi|DOP853", "", message)), message
 
@@ -176,14 +179,16 @@ def test_transposed_and_quaternion_on_a_small_key():
            "t.c.q": algebraic(q, "1"), "t.d.G": algebraic(matrix[:, :2], "1")}
     assert judge("t.a.A", matrix, key=key, published={}).passed
     transposed = judge("t.a.A", matrix.T, key=key, published={})
-    assert not transposed.passed and transposed.diagnosis == "transposed"
+    assert not transposed.passed
+    assert transposed.diagnosis == "transposed"
     assert judge("t.b.q", -q, key=key, published={}).passed
     assert not judge("t.b.q", q[[2, 1, 0, 3]], key=key, published={}).passed
     # a four-vector of unit norm is not a quaternion unless its answer says so
     assert judge("t.c.q", -q, key=key, published={}).diagnosis == "sign"
     # a 3 x 2 matrix handed in as 2 x 3: named as transposed, not only as a wrong shape
     swapped = judge("t.d.G", matrix[:, :2].T, key=key, published={})
-    assert swapped.diagnosis == "transposed" and "3 x 2" in swapped.message
+    assert swapped.diagnosis == "transposed"
+    assert "3 x 2" in swapped.message
     assert judge("t.d.G", matrix[:, :2].T * 2, key=key, published={}).diagnosis == "shape"
 
 
@@ -192,7 +197,8 @@ def test_angles_are_equal_modulo_360():
     assert verdict("p10.b.heading_change_deg", heading - 360.0).passed
     assert verdict("p10.b.eta2_deg", reference("p10.b.eta2_deg") + [360.0, -720.0, 0.0]).passed
     phi = float(KEY["p3.c.phi_deg"].value)
-    assert verdict("p3.c.phi_deg", phi + 360.0).passed and verdict("p3.c.phi_deg", phi - 720.0).passed
+    assert verdict("p3.c.phi_deg", phi + 360.0).passed
+    assert verdict("p3.c.phi_deg", phi - 720.0).passed
 
 
 def test_an_angular_acceleration_in_degrees_is_not_periodic():
@@ -209,7 +215,8 @@ def test_every_answer_carries_its_judging_metadata():
     for answer_id, answer in KEY.items():
         assert isinstance(answer, Answer), answer_id
         assert answer.kind in KINDS, answer_id
-        assert isinstance(answer.periodic, bool) and isinstance(answer.quaternion, bool), answer_id
+        assert isinstance(answer.periodic, bool), answer_id
+        assert isinstance(answer.quaternion, bool), answer_id
         assert (answer.kind == "roundoff") == (answer.bound is not None), answer_id
         if answer.periodic:
             assert answer.unit in ("deg", "rad"), answer_id
@@ -246,7 +253,9 @@ def test_integrated_answers_are_those_the_metadata_marks():
     key = {"t.a.x": algebraic(2.0, "s"), "t.b.x": integrated(2.0, "s")}
     assert judge("t.a.x", 2.001, key=key, published={}).passed
     late = judge("t.b.x", 2.001, key=key, published={})
-    assert not late.passed and late.diagnosis == "wrong_value" and "solve_ivp" in late.message
+    assert not late.passed
+    assert late.diagnosis == "wrong_value"
+    assert "solve_ivp" in late.message
 
 
 def test_roundoff_answers_match_the_published_key():
@@ -269,8 +278,10 @@ def test_integrated_answer_with_default_tolerances_fails_with_the_solver_hint():
     nu1 = sol.y[:3, -1]
     assert isinstance(body, RigidBody)
     result = verdict("p10.b.nu1", nu1)
-    assert not result.passed and result.diagnosis == "wrong_value", result
-    assert "tolerance" in result.message and result.message == verdict("p10.b.nu1", nu1 * 3).message
+    assert not result.passed, result
+    assert result.diagnosis == "wrong_value", result
+    assert "tolerance" in result.message
+    assert result.message == verdict("p10.b.nu1", nu1 * 3).message
     assert verdict("p10.b.nu1", KEY["p10.b.nu1"].value).passed
 
 
@@ -335,7 +346,8 @@ class FloatLike(float):
 ])
 def test_hostile_objects_are_not_numeric(hostile):
     result = verdict("p3.b.K", hostile)
-    assert not result.passed and result.diagnosis == "not_numeric", result
+    assert not result.passed, result
+    assert result.diagnosis == "not_numeric", result
 
 
 def test_non_finite_and_shape():
@@ -405,7 +417,8 @@ def test_problem11_every_known_mistake_is_named(answer_id):
         forms = [wrong, -np.asarray(wrong)] if answer.quaternion else [wrong]
         for form in forms:
             result = verdict(answer_id, form)
-            assert not result.passed and result.diagnosis == code, (code, result)
+            assert not result.passed, (code, result)
+            assert result.diagnosis == code, (code, result)
             assert result.message == MESSAGES[code]
 
 
@@ -414,12 +427,14 @@ def test_problem11_five_percent_off_fails(answer_id):
     ref = reference(answer_id)
     for factor in (1.05, 0.95):
         result = verdict(answer_id, ref * factor)
-        assert not result.passed and result.diagnosis, result
+        assert not result.passed, result
+        assert result.diagnosis, result
 
 
 def test_problem11_quaternions_either_sign_and_scalar_last():
     q = reference("p11.a.q")
-    assert verdict("p11.a.q", -q).passed and "same rotation" in verdict("p11.a.q", -q).message
+    assert verdict("p11.a.q", -q).passed
+    assert "same rotation" in verdict("p11.a.q", -q).message
     assert verdict("p11.a.q", np.roll(q, -1)).diagnosis == "scalar_last"
     assert verdict("p11.a.q", -np.roll(q, -1)).diagnosis == "scalar_last"
     assert verdict("p11.a.q", q * [1, -1, -1, -1]).diagnosis == "conjugate"
@@ -427,13 +442,16 @@ def test_problem11_quaternions_either_sign_and_scalar_last():
     assert verdict("p11.e.q_late", -late).passed
     assert verdict("p11.e.q_late", late + [2e-6, -2e-6, 0.0, 0.0]).passed  # within the printed digits
     near = verdict("p11.e.q_late", late + [2e-3, 0.0, -2e-3, 0.0])  # what a default-tolerance run gives
-    assert not near.passed and near.diagnosis == "wrong_value" and "solve_ivp" in near.message
+    assert not near.passed
+    assert near.diagnosis == "wrong_value"
+    assert "solve_ivp" in near.message
 
 
 def test_problem11_g_matrices_transposed_sign_and_frame():
     g0, gb = reference("p11.b.G_global"), reference("p11.b.G_body")
     swapped = verdict("p11.b.G_global", g0.T)
-    assert not swapped.passed and swapped.diagnosis == "transposed"
+    assert not swapped.passed
+    assert swapped.diagnosis == "transposed"
     assert verdict("p11.b.G_global", -g0).diagnosis == "quaternion_sign"
     assert verdict("p11.b.G_global", gb).diagnosis == "wrong_frame"
     assert verdict("p11.b.G_body", g0).diagnosis == "wrong_frame"
@@ -530,7 +548,8 @@ def test_judge_records_the_verdict_with_its_points_on_the_test_cell():
     written, test_b, test_d = nb.cells
     assert recorded_verdict(written) is None
     assert recorded_verdict(test_b) == Verdict(True, judge("p3.b.K", RIGHT_K).message, None, "p3.b.K", 2.0)
-    assert recorded_verdict(test_d).passed is False and recorded_verdict(test_d).max_points == 1.0
+    assert recorded_verdict(test_d).passed is False
+    assert recorded_verdict(test_d).max_points == 1.0
     assert resources["rbtutor"]["judged"] is True
     # the student still sees the verdict as outputs
     assert [o.output_type for o in test_b.outputs] == ["stream"]

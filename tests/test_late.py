@@ -111,7 +111,8 @@ def test_late_submission_is_marked_and_penalised(graded_late):
     with api(graded_late).gradebook as gradebook:
         early = gradebook.find_submission(NAME, "early")
         late = gradebook.find_submission(NAME, "late")
-        assert early.total_seconds_late == 0 and early.late_submission_penalty == 0
+        assert early.total_seconds_late == 0
+        assert early.late_submission_penalty == 0
         assert late.total_seconds_late == 2 * 86400 + 3600
         assert late.score == early.score > 0  # the same right answers
         # three started days at 20 % each
@@ -132,6 +133,7 @@ def test_removing_a_due_date(graded_late, tmp_path):
     shutil.copytree(graded_late, course)
     (course / "exercises" / "due_dates.yaml").write_text("{}\n")
     generated = run_course(course, "generate")
-    assert generated.returncode == 0 and f"{NAME}: no due date" in generated.stdout, generated.stderr
+    assert generated.returncode == 0, generated.stderr
+    assert f"{NAME}: no due date" in generated.stdout, generated.stderr
     with api(course).gradebook as gradebook:
         assert gradebook.find_assignment(NAME).duedate is None

@@ -46,7 +46,8 @@ def test_skew_is_cross_product(a, b):
 @given(angle, pitch, angle)
 def test_rotation_is_proper_and_matches_scipy(phi, theta, psi):
     r = rbtutor.rotation_matrix(phi, theta, psi)
-    assert close(r.T @ r, np.eye(3)) and np.isclose(np.linalg.det(r), 1.0)
+    assert close(r.T @ r, np.eye(3))
+    assert np.isclose(np.linalg.det(r), 1.0)
     assert close(r, Rotation.from_euler("ZYX", [psi, theta, phi]).as_matrix())
     assert same_angles(rbtutor.euler_angles_from_matrix(r), [phi, theta, psi])
 

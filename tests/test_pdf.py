@@ -49,8 +49,10 @@ def test_outline_titles_write_formulas_as_text():
     assert failures == 0
     convert = pdf_outline.tex_to_text
     assert convert(r"\dot{\boldsymbol\theta} = \tfrac14 G^\top\vec\omega") == "θ̇ = 1/4 Gᵀω"
-    assert convert(r"G_b") == "G_b" and convert(r"G_0") == "G₀"
-    assert convert(r"GM") == "GM" and convert(r"z_G") == "z_G"
+    assert convert(r"G_b") == "G_b"
+    assert convert(r"G_0") == "G₀"
+    assert convert(r"GM") == "GM"
+    assert convert(r"z_G") == "z_G"
     title = pdf_outline.entry_title([{"text": "The matrices "}, {"tex": "G_b"}, {"text": " and "},
                                      {"tex": "G_0"}])
     assert title == "The matrices G_b and G₀"
@@ -170,8 +172,10 @@ def test_answers_only_in_the_instructor_edition(student, instructor):
     assert student_text.count(LEFT_OUT_NOTE) >= 11, student_text.count(LEFT_OUT_NOTE)
     assert LEFT_OUT_NOTE not in instructor_text
     for text in (student_text, instructor_text):
-        assert "Hints for Problem 1" in text and "Hints for Problem 11" in text
-    assert "Instructor edition" in instructor_text[:2000] and "Student edition" in student_text[:2000]
+        assert "Hints for Problem 1" in text
+        assert "Hints for Problem 11" in text
+    assert "Instructor edition" in instructor_text[:2000]
+    assert "Student edition" in student_text[:2000]
 
 
 def test_animation_printed_as_a_still(student):

@@ -123,7 +123,8 @@ def test_entry_planted_under_a_classmates_name_is_refused_and_names_the_planter(
     results = dict(collect(inbound, submitted, "problem03"))
     assert results[a].kinds() == ["wrong_owner"]
     refused = results[a].events[0]
-    assert refused["owner"] == [b] and b in refused["message"]
+    assert refused["owner"] == [b]
+    assert b in refused["message"]
     assert first_source(submitted / a / "problem03") == "mine = 9"  # a's own newest entry
     assert read_receipt(submitted, a, "problem03")["entry"].endswith("+aa")
 
@@ -144,7 +145,8 @@ def test_a_file_planted_inside_a_classmates_entry_refuses_that_entry(accounts, e
                    extra_groups=[], cwd="/", env={"PATH": "/usr/bin:/bin"})
     results = dict(collect(inbound, submitted, "problem03"))
     assert results[a].kinds() == ["wrong_owner"]
-    assert results[a].events[0]["owner"] == [b] and "problem03.ipynb" in results[a].events[0]["paths"]
+    assert results[a].events[0]["owner"] == [b]
+    assert "problem03.ipynb" in results[a].events[0]["paths"]
     assert first_source(submitted / a / "problem03") == "first = 1"
 
 
@@ -154,8 +156,10 @@ def test_only_foreign_entries_means_nothing_is_collected(accounts, exchange):
     as_user(b, inbound / f"{a}+problem03+{stamp(dt.timedelta(hours=1))}+bb", stamp(dt.timedelta(hours=1)),
             "blank = 0")
     results = dict(collect(inbound, submitted, "problem03"))
-    assert results[a].kinds() == ["wrong_owner"] and results[a].taken == []
-    assert not (submitted / a / "problem03").exists() and read_receipt(submitted, a, "problem03") is None
+    assert results[a].kinds() == ["wrong_owner"]
+    assert results[a].taken == []
+    assert not (submitted / a / "problem03").exists()
+    assert read_receipt(submitted, a, "problem03") is None
 
 
 def test_without_the_owner_check_the_planted_entry_is_taken(accounts, exchange):
@@ -188,9 +192,11 @@ def test_backdated_entry_name_and_claim_count_from_when_the_entry_appeared(tmp_p
     newest = max(os.stat(p, follow_symlinks=False).st_ctime for p in [entry, *entry.iterdir()])
     result = dict(collect(inbound, submitted, "problem03"))["ann"]
     received = parse_time(result.timestamp)
-    assert abs(received.timestamp() - newest) < 1e-5 and received > parse_time(old)
+    assert abs(received.timestamp() - newest) < 1e-5
+    assert received > parse_time(old)
     assert result.kinds() == ["timestamp_mismatch"]
-    assert result.events[0]["claimed"] == old and result.events[0]["received"] == result.timestamp
+    assert result.events[0]["claimed"] == old
+    assert result.events[0]["received"] == result.timestamp
     assert result.claimed == old
     assert (submitted / "ann" / "problem03" / "timestamp.txt").read_text() == old  # kept as the claim only
 
@@ -215,7 +221,8 @@ def test_an_answer_rewritten_inside_an_old_entry_moves_its_time(tmp_path):
         handle.write(text)
         handle.truncate()
     file_ctime = (entry / "problem03.ipynb").stat().st_ctime
-    assert entry.stat().st_ctime == folder_ctime and file_ctime > folder_ctime
+    assert entry.stat().st_ctime == folder_ctime
+    assert file_ctime > folder_ctime
     result = dict(collect(inbound, submitted, "problem03"))["ann"]
     assert abs(parse_time(result.timestamp).timestamp() - file_ctime) < 1e-5
 
@@ -227,10 +234,12 @@ def test_recollect_keeps_the_time_of_an_unchanged_entry_and_moves_a_changed_one(
     os.chmod(entry, 0o700)  # a status change (a backup restore, a chmod) that leaves the contents alone
     assert entry.stat().st_ctime > parse_time(first).timestamp()
     again = dict(collect(inbound, submitted, "problem03"))["ann"]
-    assert again.timestamp == first and "entry_changed" not in again.kinds()
+    assert again.timestamp == first
+    assert "entry_changed" not in again.kinds()
     (entry / "extra.txt").write_text("added later")
     changed = dict(collect(inbound, submitted, "problem03"))["ann"]
-    assert "entry_changed" in changed.kinds() and parse_time(changed.timestamp) > parse_time(first)
+    assert "entry_changed" in changed.kinds()
+    assert parse_time(changed.timestamp) > parse_time(first)
     assert read_receipt(submitted, "ann", "problem03")["received"] == changed.timestamp
 
 
@@ -254,8 +263,10 @@ def test_bad_claims_are_named_never_crash_and_never_make_it_on_time(tmp_path, cl
     else:
         (entry / "timestamp.txt").write_bytes(claim.encode("utf-8", "surrogateescape"))
     result = dict(collect(inbound, submitted, "problem03"))["ann"]
-    assert result.kinds() == ["bad_timestamp"] and why in result.events[0]["message"]
-    assert result.timestamp == when and result.claimed is None
+    assert result.kinds() == ["bad_timestamp"]
+    assert why in result.events[0]["message"]
+    assert result.timestamp == when
+    assert result.claimed is None
     assert not (submitted / "ann" / "problem03" / "timestamp.txt").exists()
 
 
@@ -265,7 +276,8 @@ def test_entry_names_with_impossible_times_are_not_collected(tmp_path, when):
     inbound, submitted = tmp_path / "inbound", tmp_path / "submitted"
     make_entry(inbound, "ann", when)
     result = dict(collect(inbound, submitted, "problem03"))["ann"]
-    assert result.kinds() == ["bad_name"] and result.taken == []
+    assert result.kinds() == ["bad_name"]
+    assert result.taken == []
 
 
 def test_parse_time_reads_nbgraders_formats():
@@ -410,7 +422,8 @@ def test_one_run_grades_everyone_else_and_names_the_refused_ids(record_class):
         assert f"could not grade {hostile} {NAME}: bad_name" in second.stderr
     assert "could not grade ev\\x1b[2Jil" in second.stderr
     for text in (second.stdout, second.stderr):
-        assert "\x1b" not in text and "\r" not in text
+        assert "\x1b" not in text
+        assert "\r" not in text
     assert sorted(p.name for p in (course / "autograded").iterdir()) == ["ann", "ben", "sly"]
 
 
@@ -423,10 +436,13 @@ def test_a_changed_answer_loses_its_hand_grade_and_shows_the_old_one(record_clas
         written = [g for g in notebook.grades if g.auto_score is None]
         comments = {c.name: c.manual_comment for c in notebook.comments}
         reset = [g for g in written if g.manual_score is None]
-        assert len(reset) == 1 and reset[0].needs_manual_grade
-        assert "Previous grade" in comments[reset[0].name] and "well argued" in comments[reset[0].name]
+        assert len(reset) == 1
+        assert reset[0].needs_manual_grade
+        assert "Previous grade" in comments[reset[0].name]
+        assert "well argued" in comments[reset[0].name]
         kept = [g for g in written if g.manual_score is not None]
-        assert kept and all(g.manual_score == g.max_score and not g.needs_manual_grade for g in kept)
+        assert kept
+        assert all(g.manual_score == g.max_score and not g.needs_manual_grade for g in kept)
         ann = gradebook.find_submission(NAME, "ann")
         ben = gradebook.find_submission(NAME, "ben")
         assert ann.score == pytest.approx(ben.score - reset[0].max_score)  # the old score is not counted
@@ -434,14 +450,17 @@ def test_a_changed_answer_loses_its_hand_grade_and_shows_the_old_one(record_clas
     assert rows["ann"]["written_parts"] == "to grade (1)"
     assert rows["ben"]["written_parts"] == "done"
     events = [e for e in _report(course)["ann"] if e["kind"] == "hand_grade_reset"]
-    assert len(events) == 1 and events[0]["grade_id"] == reset[0].name
+    assert len(events) == 1
+    assert events[0]["grade_id"] == reset[0].name
 
 
 def test_the_report_shows_hostile_text_as_text(record_class):
     course = record_class[0]
     text = (course / "integrity_report.md").read_text()
-    assert "<img" not in text and "&#60;img src=x onerror=alert(1)&#62;" in text
-    assert "\x1b" not in text and "[A-Z]" not in text
+    assert "<img" not in text
+    assert "&#60;img src=x onerror=alert(1)&#62;" in text
+    assert "\x1b" not in text
+    assert "[A-Z]" not in text
 
 
 def test_grades_csv_cells_are_never_formulas(record_class, tmp_path):
@@ -502,9 +521,13 @@ def test_an_exception_of_one_submission_never_ends_the_run(small_course, monkeyp
     assert status == 1
     assert graded == ["ann", "ben", "cat"]  # everyone after ben too; the refused ids never reach grading
     assert "could not grade ben problem03: MissingEntry: no such submission" in err
-    assert "could not grade [bc]* problem03: bad_name" in err and "could not grade reference problem03" in err
-    assert (small_course / "grades.csv").is_file() and (small_course / "integrity_report.md").is_file()
-    assert "\r" not in out and "\x1b" not in out and "fake\\r[9/9] forged line\\x1b[2K" in out
+    assert "could not grade [bc]* problem03: bad_name" in err
+    assert "could not grade reference problem03" in err
+    assert (small_course / "grades.csv").is_file()
+    assert (small_course / "integrity_report.md").is_file()
+    assert "\r" not in out
+    assert "\x1b" not in out
+    assert "fake\\r[9/9] forged line\\x1b[2K" in out
     report = {e["student"]: e for e in json.loads((small_course / "integrity_report.json").read_text())}
     assert [e["kind"] for e in report["[bc]*"]["events"]] == ["bad_name"]
 
@@ -514,7 +537,8 @@ def test_a_refused_id_never_reaches_nbgrader(small_course):
     from rbtutor.course.grade import _autograde_one
 
     assignment, student, summary, _, problem = _autograde_one((str(small_course), NAME, "[A-Z]*"))
-    assert summary == "NOT GRADED" and "expected a student id" in problem
+    assert summary == "NOT GRADED"
+    assert "expected a student id" in problem
     assert not CourseLayout(small_course).autograded().exists()
 
 
@@ -526,9 +550,13 @@ def test_escaping_where_student_text_lands():
 
     for start in "=+-@\t\r":
         assert csv_cell(f"{start}1+1") == f"'{start}1+1"
-    assert csv_cell("ann") == "ann" and csv_cell("3.5") == "3.5"
+    assert csv_cell("ann") == "ann"
+    assert csv_cell("3.5") == "3.5"
     shown = markdown_text("<script>x</script> ![t](http://e/x.png) | `c` \\ \n")
-    assert "<" not in shown and "![" not in shown and "\n" not in shown and "\\" not in shown.replace("\\|", "")
+    assert "<" not in shown
+    assert "![" not in shown
+    assert "\n" not in shown
+    assert "\\" not in shown.replace("\\|", "")
     assert shown.count("|") == shown.count("\\|") == 1
     assert terminal_text("a\x1b[31mb\rc\u202ed\x00") == "a\\x1b[31mb\\rc\\u202ed\\x00"
 
@@ -539,7 +567,8 @@ def test_markdown_report_escapes_every_column(tmp_path):
     record = {"student": "<b>x</b>", "assignment": "a|b", "notebook": "<i>n</i>",
               "stages": {"scan": [{"kind": "k<", "message": "m <script>", "cell": "<c>", "grade_id": "[g](j:x)"}]}}
     text = write_integrity_report(tmp_path, events=[record]).read_text()
-    assert "<" not in text and "](j:" not in text
+    assert "<" not in text
+    assert "](j:" not in text
     assert "&#60;b&#62;x&#60;/b&#62;" in text
 
 

@@ -39,8 +39,11 @@ def test_a_verdict_without_points_at_stake_is_refused():
 
 def test_the_judge_decides_and_the_score_follows():
     right, wrong = judge("p3.b.K", RIGHT_K), judge("p3.b.K", WRONG_K)
-    assert right.passed and not wrong.passed and wrong.diagnosis == "sign"
-    assert right.answer_id is None and right.max_points is None  # the instant checks carry no points
+    assert right.passed
+    assert not wrong.passed
+    assert wrong.diagnosis == "sign"
+    assert right.answer_id is None
+    assert right.max_points is None  # the instant checks carry no points
 
 
 # --------------------------------------------------------------- judged, then scored
@@ -201,4 +204,5 @@ def test_a_kernel_that_fakes_passes_earns_nothing(tmp_path):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         scores = {g.name: g.auto_score for g in gb.find_submission_notebook(name, name, "faker").grades
                   if g.cell_type == "code"}
-    assert scores and set(scores.values()) == {0.0}, scores
+    assert scores, scores
+    assert set(scores.values()) == {0.0}, scores

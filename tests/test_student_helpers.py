@@ -25,7 +25,8 @@ def run(*cells):
 
 def test_the_cell_and_the_module_agree_with_the_protocol():
     assert student.ANSWER_MIME == protocol.ANSWER_MIME
-    assert "import rbtutor" not in helpers_source() and "from rbtutor" not in helpers_source()
+    assert "import rbtutor" not in helpers_source()
+    assert "from rbtutor" not in helpers_source()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,8 @@ def cells():
 def test_a_failed_form_check_is_one_line_with_the_problem_first(cells):
     for cell, expected in ((cells[0], "K should have shape (3,), got (4,)"), (cells[1], "M_RB should be symmetric")):
         errors = [o for o in cell.outputs if o.output_type == "error"]
-        assert len(errors) == 1 and errors[0].ename == "FormCheckFailed"
+        assert len(errors) == 1
+        assert errors[0].ename == "FormCheckFailed"
         assert errors[0].traceback == [f"Form check failed: {errors[0].evalue}"]
         assert errors[0].evalue.startswith(expected)
 
@@ -61,7 +63,8 @@ def test_right_forms_pass_and_hand_the_value_out(cells):
 
 def test_a_missing_name_gets_a_hint(cells):
     error = [o for o in cells[4].outputs if o.output_type == "error"][0]
-    assert error.ename == "NameError" and error.traceback[-1].startswith("Hint: name 'K_undefined'")
+    assert error.ename == "NameError"
+    assert error.traceback[-1].startswith("Hint: name 'K_undefined'")
 
 
 def test_the_helper_cell_is_shown_collapsed_in_every_source_notebook():
@@ -73,4 +76,5 @@ def test_the_helper_cell_is_shown_collapsed_in_every_source_notebook():
     for name in layout.assignments():
         nb = nbformat.read(layout.source_notebook(name), as_version=4)
         helper = [c for c in nb.cells if grade_meta(c).get("grade_id") == protocol.HELPERS_ID]
-        assert len(helper) == 1 and helper[0].metadata["jupyter"]["source_hidden"] is True, name
+        assert len(helper) == 1, name
+        assert helper[0].metadata["jupyter"]["source_hidden"] is True, name

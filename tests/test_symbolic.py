@@ -123,7 +123,9 @@ def test_printed_position_vectors_are_the_slip_and_cannot_hold():
     assert set(vectors) == {"eq-bcs-origin-vec-gcs", "eq-cog-vec-gcs"}
     for printed, intended in vectors.values():
         difference = printed - intended
-        assert difference[0] == 0 and difference[2] == 0 and difference[1] != 0
+        assert difference[0] == 0
+        assert difference[2] == 0
+        assert difference[1] != 0
     # With the printed forms, r_0G - r_0O has equal x and y components, which
     # eq-position-vec-triangle-law contradicts at psi = 90 deg for r_G on the x axis.
     printed_o, _ = vectors["eq-bcs-origin-vec-gcs"]
@@ -193,7 +195,8 @@ def test_mass_and_coriolis_matrices():
     assert sp.expand((body.nu.T * coriolis * body.nu)[0, 0]) == 0
     assert _zero(sp.expand(sym.matrix_form(body) - sym.expanded_equations(body)))
     at_g = sym.mass_matrix(body).subs({c: 0 for c in body.r_g})
-    assert _zero(at_g[:3, 3:]) and _zero(at_g[3:, :3])
+    assert _zero(at_g[:3, 3:])
+    assert _zero(at_g[3:, :3])
 
 
 def test_linearised_equations():

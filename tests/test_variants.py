@@ -102,10 +102,12 @@ def test_the_command_line_prints_the_same_data_and_key_in_a_fresh_process(tmp_pa
     assert "2 students" in done.stdout
     assert read_yaml((tmp_path / "out" / "bob.yaml").read_text()) == variant(DATA, "bob")
     rows = (tmp_path / "out" / "key.csv").read_text().splitlines()
-    assert rows[0] == "student,id,unit,value" and len(rows) == 1 + 2 * len(answer_key(DATA))
+    assert rows[0] == "student,id,unit,value"
+    assert len(rows) == 1 + 2 * len(answer_key(DATA))
     bad = subprocess.run(run + ["data", "--students", "a,../b", "--out", str(tmp_path / "x")],
                          capture_output=True, text=True)
-    assert bad.returncode == 2 and "plain student ids" in bad.stderr
+    assert bad.returncode == 2
+    assert "plain student ids" in bad.stderr
 
 
 def test_course_data_file_switches_variants_and_sets_the_salt(tmp_path):
@@ -114,10 +116,12 @@ def test_course_data_file_switches_variants_and_sets_the_salt(tmp_path):
     path = tmp_path / "problem_data.yaml"
     path.write_text("variants: {per_student: true, salt: fall}\nload: {gm: 1.30}\n")
     data = load_course_data(path)
-    assert per_student(data) and not per_student(DATA)
+    assert per_student(data)
+    assert not per_student(DATA)
     assert data["load"]["gm"] == 1.30
     assert variant(data, "alice") == variant({**DATA, "load": {**DATA["load"], "gm": 1.30}}, "alice", salt="fall")
-    assert "variants" not in variant(data, "alice") and "variants" not in variant(data, "")
+    assert "variants" not in variant(data, "alice")
+    assert "variants" not in variant(data, "")
     path.write_text("variants: {per_student: yes please}\n")
     with pytest.raises(ValueError, match="per_student"):
         load_course_data(path)
@@ -361,7 +365,8 @@ def test_copied_numbers_fail_another_students_key(variants):
                 continue  # does not depend on the varied data (e.g. a zero by symmetry)
             total += 1
             fits += judge(name, theirs[name].value, key=mine).passed
-    assert total > 1000 and fits / total < 0.02, f"{fits} of {total} copied answers passed"
+    assert total > 1000, f"{fits} of {total} copied answers passed"
+    assert fits / total < 0.02, f"{fits} of {total} copied answers passed"
 
 
 # --------------------------------------------------------------------------- fetch hook and grading
@@ -449,7 +454,8 @@ def test_fetched_notebooks_carry_each_students_own_numbers(graded_class):
     data = load_course_data(course / "exercises" / "problem_data.yaml")
     assert len(set(cells.values())) == 4, "every student sees different numbers"
     released = data_cell(nbformat.read(course / "release" / "problem03" / "problem03.ipynb", as_version=4)).source
-    assert released == data_source(3, DATA) and released not in cells.values()
+    assert released == data_source(3, DATA)
+    assert released not in cells.values()
     for student, text in cells.items():
         assert text == data_source(3, variant(data, student))
         assert f"{variant(data, student)['vessel']['mass']!r}" in text
@@ -458,7 +464,8 @@ def test_fetched_notebooks_carry_each_students_own_numbers(graded_class):
     assert len(set(intros.values())) == 4
     for student, intro in intros.items():
         own = variant(data, student)["turn"]
-        assert f"$GM = {own['gm']:.2f}$ m" in intro and f"$u = {own['nu'][0]:.1f}$ m/s" in intro, intro
+        assert f"$GM = {own['gm']:.2f}$ m" in intro, intro
+        assert f"$u = {own['nu'][0]:.1f}$ m/s" in intro, intro
     # the checksum follows the new source: Validate sees no changed locked cell
     home = course.parent / "students" / "dora"
     path = fetch(course, "dora")
@@ -518,6 +525,8 @@ def test_render_keeps_the_variants_section_and_shows_the_course_numbers(tmp_path
     layout = CourseLayout(tmp_path)
     render_course(layout, str(tmp_path / "ship.yaml"))
     saved = load_course_data(layout.data_file)
-    assert per_student(saved) and saved["variants"]["salt"] == "x" and saved["turn"]["gm"] == 1.7
+    assert per_student(saved)
+    assert saved["variants"]["salt"] == "x"
+    assert saved["turn"]["gm"] == 1.7
     nb = nbformat.read(tmp_path / "exercises" / "problem03" / "problem03.ipynb", as_version=4)
     assert data_cell(nb).source == data_source(3, {**DATA, "turn": {**DATA["turn"], "gm": 1.7}})
