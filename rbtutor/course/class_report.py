@@ -33,14 +33,19 @@ import io
 import json
 import os
 import statistics
+import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..grading.report import REPORT_NAME
+import numpy as np
+
+from ..grading.report import REPORT_NAME, terminal_text
+from .export import class_grades
 from .layout import CourseLayout
+from .nbgrader import api
 
 REPORT_FOLDER = "report"
 REPORT_PAGE = "index.html"
@@ -92,6 +97,7 @@ def diagnosis_label(cell: dict) -> str:
     ...     "evalue": "p3.b.K: The entries are right but transposed: rows and columns are swapped."}]})
     'transposed'
     """
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.judge import MESSAGES
 
     meta = cell.get("metadata")
@@ -142,6 +148,7 @@ def _part_order(layout: CourseLayout, assignment: str) -> list[str]:
 
 def _read_submissions(grader) -> list[dict]:
     """Every graded submission as plain data: student, assignment, lateness, each part's score."""
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from .grade import _all_submissions
 
     rows = []
@@ -185,7 +192,6 @@ def class_results(layout: CourseLayout, grader, failures=()) -> list[AssignmentR
     grade (``grade`` passes its own); a folder of ``submitted/`` without a submission in the
     gradebook is counted as not graded as well.
     """
-    from .export import class_grades
 
     points, grades = class_grades(grader)
     results = {name: AssignmentResult(name, float(points[name])) for name in points}
@@ -275,7 +281,7 @@ def _png(figure) -> str:
 
 def histogram_png(result: AssignmentResult) -> str:
     """Final scores of ``result``, stacked: final, and with written parts still to grade."""
-    import numpy as np
+    # deferred: matplotlib takes about 0.7 s to import, and only this step needs it
     from matplotlib.figure import Figure
 
     top = result.max_score or max(result.final_scores.values(), default=1.0) or 1.0
@@ -297,6 +303,7 @@ def histogram_png(result: AssignmentResult) -> str:
 
 def pass_rate_png(result: AssignmentResult) -> str:
     """One horizontal bar per graded part: the percentage of full points."""
+    # deferred: matplotlib takes about 0.7 s to import, and only this step needs it
     from matplotlib.figure import Figure
 
     shown = [p for p in result.parts.values() if p.graded]
@@ -407,7 +414,6 @@ def render_page(results: list[AssignmentResult], generated: str) -> str:
 
 def write_class_report(layout: CourseLayout, grader=None, failures=()) -> Path:
     """Write ``report/index.html`` in the course folder (atomically); return its path."""
-    from .nbgrader import api
 
     results = class_results(layout, grader or api(layout), failures)
     page = render_page(results, datetime.now(UTC).isoformat(timespec="seconds"))
@@ -424,9 +430,7 @@ def write_class_report(layout: CourseLayout, grader=None, failures=()) -> Path:
 
 def run_report(layout: CourseLayout) -> int:
     """The ``report`` command: write the page, print where; 2 when it could not be written."""
-    import sys
 
-    from ..grading.report import terminal_text
 
     try:
         path = write_class_report(layout)

@@ -33,7 +33,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .class_report import run_report
+from .cluster import grade_on_cluster
+from .export import run_export
 from .layout import CourseError, CourseLayout
+from .options import run_config
+from .render import render_course
 
 
 def main(argv=None) -> int:
@@ -75,8 +80,6 @@ def main(argv=None) -> int:
             parser.error(str(exc))
         layout = None  # config outside a course: the defaults
     if args.command == "render":
-        from .render import render_course
-
         try:
             changed = render_course(layout, args.data)
         except (OSError, ValueError) as exc:
@@ -91,29 +94,25 @@ def main(argv=None) -> int:
         if args.scheduler:
             if args.jobs is not None:
                 parser.error("--jobs and --scheduler exclude each other (a cluster has its own workers)")
-            from .cluster import grade_on_cluster
 
             return grade_on_cluster(layout, args.scheduler)
+        # deferred: it brings in nbgrader (about 3 s to import), needed only here
         from .grade import grade as run
 
         return run(layout, args.jobs)
     if args.command == "export":
-        from .export import run_export
-
         return run_export(layout, args.lms, args.roster, args.out)
     if args.command == "config":
-        from .options import run_config
-
         return run_config(layout, args.json)
     if args.command == "report":
-        from .class_report import run_report
-
         return run_report(layout)
     if args.command == "collect":
+        # deferred: it brings in nbgrader (about 3 s to import), needed only here
         from .grade import collect
 
         return collect(layout, args.assignment)
     if args.command == "similarity":
+        # deferred: it brings in nbformat (about 1.5 s to import), needed only here
         from .similarity import THRESHOLD, similarity_report
 
         try:
@@ -125,6 +124,7 @@ def main(argv=None) -> int:
         for path in written:
             print(f"wrote {path.relative_to(layout.root)}")
         return 0
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from .grade import generate, return_feedback
 
     return {"generate": generate, "return-feedback": return_feedback}[args.command](layout)

@@ -38,9 +38,12 @@ import os
 import socket
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ..grading.config import GRADING
+from ..grading.report import terminal_text
+from ..grading.sandbox import SandboxError, check_sandbox
 from .layout import CourseLayout
 
 #: times a task may lose its worker before it is listed as failed (the scheduler's
@@ -97,9 +100,7 @@ def worker_facts(root: str, dask_worker=None) -> dict:
         ``course`` (None, or why the folder is not usable here), ``gradebook`` (the URL this
         worker would use), ``sandbox`` (None, or why no sandbox can start here).
     """
-    from importlib.metadata import PackageNotFoundError, version
 
-    from ..grading.sandbox import SandboxError, check_sandbox
 
     layout = CourseLayout(Path(root))
     course = None
@@ -132,7 +133,6 @@ def check_workers(client, layout: CourseLayout, *, timeout: float = WORKER_TIMEO
     compares what it saw with the client: the course folder, rbtutor's version, the gradebook
     URL, the sandbox and one thread per worker. Returns the facts by worker address.
     """
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         client.wait_for_workers(1, timeout=timeout)
@@ -226,7 +226,7 @@ def set_allowed_failures(client, count: int) -> None:
 
 def connect(address: str, *, timeout: float = CONNECT_TIMEOUT):
     """A ``distributed.Client`` of the scheduler at ``address``; :class:`ClusterError` if it cannot be reached."""
-    try:
+    try:  # deferred and optional: distributed takes about 0.6 s to import, and only --scheduler needs it
         from distributed import Client
     except ImportError:
         raise ClusterError("grading on a cluster needs Dask's `distributed` "
@@ -269,10 +269,13 @@ def grade_on_cluster(layout: CourseLayout, address: str, *, worker_timeout: floa
 
 def _grade(client, layout: CourseLayout, facts: dict) -> int:
     """One task per submission on the cluster's workers, results recorded as they come."""
+    # deferred: distributed takes about 0.6 s to import, and only this step needs it
     from distributed import as_completed
+
+    # deferred: distributed takes about 0.6 s to import, and only this step needs it
     from distributed.scheduler import KilledWorker
 
-    from ..grading.report import terminal_text
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from .grade import _autograde_one, finish_run, progress_line, start_run
 
     try:

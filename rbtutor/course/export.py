@@ -41,13 +41,15 @@ spreadsheet runs one as a formula.
 from __future__ import annotations
 
 import csv
+import sys
 import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..grading.report import csv_cell
+from ..grading.report import csv_cell, terminal_text
 from ..grading.student_ids import id_problem
+from .nbgrader import api
 
 #: the roster's header, the course's id first
 ROSTER_COLUMNS = ("student_id", "name", "email", "lms_id", "sis_user_id", "sis_login_id", "section")
@@ -179,6 +181,7 @@ def class_grades(grader) -> tuple[dict[str, str], dict[tuple[str, str], Grade]]:
     The rows are those :func:`rbtutor.course.grade.export_grades` writes (its ``final_score``
     and ``written_parts`` columns), not a second computation of them.
     """
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from .grade import export_grades
 
     with grader.gradebook as gradebook:
@@ -318,10 +321,7 @@ def run_export(layout, lms: str, roster: str | Path, out: str | Path) -> int:
     error, the file is still written for the others); 2 when nothing was written (bad roster,
     unreadable gradebook, unwritable file).
     """
-    import sys
 
-    from ..grading.report import terminal_text
-    from .nbgrader import api
 
     try:
         summary = export_lms(api(layout), lms, roster, out)

@@ -41,10 +41,13 @@ import logging
 import os
 import pwd
 import re
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..grading.student_ids import check_id
+from ..problems.variants import load_course_data, per_student
 from .hub_service import serve_forever, service_address
 
 SERVICE_NAME = "rbtutor-fetch"
@@ -159,10 +162,10 @@ class FetchCore:
 
     def personalised(self, student: str, body: bytes) -> dict:
         """The notebook the request in ``body`` names, with ``student``'s numbers, as a JSON-ready dict."""
+        # deferred: nbformat takes about 1.5 s to import, and only this step needs it
         import nbformat
 
-        from ..grading.student_ids import check_id
-        from ..problems.variants import load_course_data, per_student
+        # deferred: it brings in nbgrader (about 3 s to import), needed only here
         from .personal import personalise_notebook
 
         try:
@@ -188,6 +191,7 @@ class FetchCore:
         A due-dates file that does not parse leaves the date out (logged for the instructor, who
         also hears of it from ``make grade``) rather than keep every student from fetching.
         """
+        # deferred: it brings in nbgrader (about 3 s to import), needed only here
         from .late import own_due_date
 
         if self.due_dates is None:
@@ -232,11 +236,17 @@ def service_entry(outbound, data_file, python: str, user: str, releasers: list[s
 
 def make_app(core: FetchCore, prefix: str):
     """The tornado application of the service under ``prefix`` (``/services/rbtutor-fetch/``)."""
-    import secrets
 
+    # deferred: jupyterhub takes about 1 s to import, and only this step needs it
     from jupyterhub.services.auth import HubAuth, HubAuthenticated
+
+    # deferred: jupyterhub takes about 1 s to import, and only this step needs it
     from jupyterhub.utils import url_path_join
+
+    # deferred: tornado takes about 0.1 s to import, and only this step needs it
     from tornado import web
+
+    # deferred: tornado takes about 0.1 s to import, and only this step needs it
     from tornado.log import app_log
 
     auth = HubAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)

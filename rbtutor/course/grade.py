@@ -26,20 +26,38 @@ The record a grade is defended with:
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
 from pathlib import Path
 
+import nbformat
+from nbgrader.api import Grade, MissingEntry, SubmittedAssignment, SubmittedNotebook
+from sqlalchemy.orm import joinedload, selectinload, undefer
+
 from ..grading.config import GRADING
-from ..grading.report import csv_cell, event, record_events, terminal_text
+from ..grading.execute import remove_tree
+from ..grading.feedback import render_bounded, write_feedback
+from ..grading.intake import collect as take
+from ..grading.intake import format_time, read_receipt, take_in
+from ..grading.judge import course_reference, write_class_keys
+from ..grading.report import csv_cell, event, record_events, terminal_text, write_integrity_report
+from ..grading.sandbox import start_zygote, zygote_running
 from ..grading.student_ids import check_id, id_problem
 from ..grading.time_bound import time_bound
-from .late import own_due, prepare_deadlines, settle_penalties
+from ..problems.variants import per_student
+from .class_report import write_class_report
+from .late import own_due, prepare_deadlines, set_due_dates, settle_penalties
 from .layout import CourseLayout
 from .nbgrader import api, owner_check, share_gradebook_engines
 
@@ -56,7 +74,6 @@ def generate(layout: CourseLayout) -> int:
             print(result["log"], file=sys.stderr)
             return 1
     # due dates: exercises/due_dates.yaml, when there is one, into the gradebook
-    from .late import set_due_dates
 
     try:
         for line in set_due_dates(layout, grader):
@@ -79,7 +96,6 @@ def export_grades(grader, path: Path, late_changes: dict[tuple[str, str], str] |
     run changed the late penalty and why (``late_changes``, :func:`rbtutor.course.late.settle_penalties`).
     """
     changed = []
-    import csv
 
     with grader.gradebook as gradebook, path.open("w", newline="") as handle:
         writer = csv.writer(handle)
@@ -110,8 +126,6 @@ def _all_submissions(gradebook) -> list:
     number of queries whatever the class size: the scores as columns of the one query, the
     student, the assignment, the notebooks, their grades and each grade's cell loaded in bulk
     (nbgrader's defaults would cost several queries per submission)."""
-    from nbgrader.api import Grade, SubmittedAssignment, SubmittedNotebook
-    from sqlalchemy.orm import joinedload, selectinload, undefer
 
     return gradebook.db.query(SubmittedAssignment).options(
         undefer(SubmittedAssignment.score), undefer(SubmittedAssignment.max_score),
@@ -152,7 +166,6 @@ def answer_hashes(nb) -> dict[str, str]:
 
 def _notebook_hashes(layout: CourseLayout, assignment: str, student: str, notebook: str) -> dict[str, str]:
     """:func:`answer_hashes` of the autograded notebook as it is now ({} when there is none)."""
-    import nbformat
 
     path = layout.autograded(student, assignment) / f"{notebook}.ipynb"
     if not path.is_file():
@@ -194,7 +207,6 @@ def _hand_grades(grader, layout: CourseLayout, assignment: str, student: str) ->
     keeps the record's hash (the grader has not touched it since); a new or changed score is
     for the answer the Formgrader shows now, the autograded notebook of the last run.
     """
-    from nbgrader.api import MissingEntry
 
     with grader.gradebook as gradebook:
         try:
@@ -281,7 +293,6 @@ INTAKE = "intake"  # under CourseLayout.scratch: the checked copies nbgrader gra
 
 def _sources(layout: CourseLayout, assignment: str) -> dict[str, dict]:
     """The instructor's source notebooks of ``assignment`` (for the intake's source-copy check)."""
-    import nbformat
 
     return {path.stem: nbformat.read(path, as_version=4)
             for path in sorted((layout.exercises / assignment).glob("*.ipynb"))}
@@ -295,8 +306,6 @@ def take_in_submission(layout: CourseLayout, assignment: str, student: str):
     ``timestamp.txt``, which nbgrader's late penalty reads, is written here with the trusted
     submission time (:func:`submission_time`), replacing the student's claim.
     """
-    from ..grading.execute import remove_tree
-    from ..grading.intake import take_in
 
     stage = layout.scratch / INTAKE / student / assignment
     if stage.exists() or stage.is_symlink():
@@ -329,9 +338,7 @@ def submission_time(layout: CourseLayout, assignment: str, student: str) -> tupl
     files reached ``submitted/`` (their newest ctime), never the student's claim, and a
     ``no_receipt`` event says so.
     """
-    import datetime as dt
 
-    from ..grading.intake import format_time, read_receipt
 
     receipt = read_receipt(layout.submitted(), student, assignment)
     if receipt is not None:
@@ -349,7 +356,6 @@ def submission_time(layout: CourseLayout, assignment: str, student: str) -> tupl
 
 def _write_time(stage: Path, received: str) -> None:
     """Put the trusted time into the grader's copy as ``timestamp.txt`` (whatever was there is gone)."""
-    from ..grading.execute import remove_tree
 
     path = stage / "timestamp.txt"
     if path.is_dir() and not path.is_symlink():
@@ -393,7 +399,6 @@ def _autograde_one(job: tuple[str, str, str], seconds: float = SUBMISSION_SECOND
 
 def _grade_submission(layout: CourseLayout, assignment: str, student: str) -> tuple[str, str | None]:
     """``(summary, problem or None)`` of grading one submission."""
-    from ..grading.sandbox import start_zygote
 
     check_id(student)  # nbgrader globs the id: only an id without glob characters reaches it
     start_zygote()  # kernels start as copies of one prepared process: the run's, or this worker's own
@@ -425,7 +430,6 @@ def _grade_submission(layout: CourseLayout, assignment: str, student: str) -> tu
 
 def _submission_secret(path: Path) -> str | None:
     """The token nbgrader's submit wrote, if ``path`` is a small regular file holding one; else None."""
-    import re
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -443,11 +447,7 @@ def write_feedback_pages(layout: CourseLayout, grader, assignment: str, student:
     feedback would copy every other file of the autograded folder, include hidden tests
     and load MathJax from a CDN). Pages are rendered by :func:`rbtutor.grading.feedback.render_feedback`.
     """
-    import nbformat
 
-    from ..grading.execute import remove_tree
-    from ..grading.feedback import render_bounded, write_feedback
-    from ..grading.report import event, record_events
 
     scores: dict[str, dict] = {}
     with grader.gradebook as gradebook:
@@ -498,8 +498,6 @@ def worker_pool(jobs: int):
     would spend 1.3 CPU s on it otherwise), and each then takes this process's environment and
     working folder as they are now.
     """
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
 
     context = get_context("forkserver")
     context.set_forkserver_preload(list(WORKER_MODULES))
@@ -589,8 +587,6 @@ def store_class_keys(layout: CourseLayout, grader, students: list[str]) -> Path 
     (``c.JudgeAnswers.class_keys``, under the grader's scratch folder). Only when the course has
     per-student variants: otherwise there are no classmates' numbers to compare with. Returns the
     folder, or None when nothing was stored."""
-    from ..grading.judge import course_reference, write_class_keys
-    from ..problems.variants import per_student
 
     section = grader.config.JudgeAnswers
     store = section.class_keys if "class_keys" in section else ""
@@ -607,7 +603,6 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
     """After a grading run: grades.csv, the integrity report, the class report, the summary line and
     every submission not graded with its reason. Returns the exit status (1 when some submission was
     not graded, or grades.csv or a report could not be written)."""
-    from ..grading.report import write_integrity_report
 
     status = 1 if failures else 0
     try:  # every late penalty again, from the current due dates and the final scores
@@ -632,7 +627,6 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
     except (OSError, ValueError) as exc:
         print(f"could not write the integrity report: {terminal_text(exc)}", file=sys.stderr)
         status = 1
-    from .class_report import write_class_report
 
     try:
         print(f"class report: {write_class_report(layout, grader, failures)}")
@@ -656,7 +650,6 @@ def progress_line(k: int, total: int, student: str, assignment: str, summary: st
 
 def grade(layout: CourseLayout, jobs: int | None = None) -> int:
     """Autograde every submission, ``jobs`` at a time (:func:`default_jobs` by default)."""
-    from ..grading.sandbox import zygote_running
 
     try:
         grader, work, failures = start_run(layout)
@@ -690,7 +683,6 @@ def _pool_results(pool, work, task=None, new_pool=None):
     in a pool of its own (``new_pool(1)``, :func:`worker_pool` by default): a job that kills its
     worker again is its own failure, and the others are graded.
     """
-    from concurrent.futures.process import BrokenProcessPool
 
     task = task or _autograde_one
     new_pool = new_pool or worker_pool
@@ -704,7 +696,6 @@ def _pool_results(pool, work, task=None, new_pool=None):
 
 def _alone(job, task, new_pool):
     """``task(job)`` in a new one-worker pool; a worker that dies makes it NOT GRADED."""
-    from concurrent.futures.process import BrokenProcessPool
 
     _, assignment, student = job
     with new_pool(1) as pool:
@@ -785,7 +776,6 @@ def collect(layout: CourseLayout, assignment: str) -> int:
     Replaces ``nbgrader collect``, which copies with ``shutil.copytree`` from folders students can
     write and so follows their links: here every file goes through :func:`rbtutor.grading.intake.collect`.
     """
-    from ..grading.intake import collect as take
 
     if assignment not in layout.assignments():
         print(f"no assignment {assignment!r} in {layout.exercises}", file=sys.stderr)

@@ -12,6 +12,7 @@ module at its top, and its core is imported by tests that need no web server.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from urllib.parse import ParseResult, urlparse
 
@@ -31,8 +32,8 @@ def serve_forever(app, bind: ParseResult, banner: str) -> None:
     hub's proxy sets (``xheaders``); ``banner`` is printed once the socket listens, for the
     hub's log.
     """
-    import asyncio
 
+    # deferred: tornado takes about 0.1 s to import, and only this step needs it
     from tornado.httpserver import HTTPServer
 
     async def serve():

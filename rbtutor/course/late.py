@@ -65,8 +65,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+from nbgrader.api import SubmittedAssignment, SubmittedNotebook
 from nbgrader.plugins import LateSubmissionPlugin
+from sqlalchemy.orm import joinedload, selectinload, undefer
 from traitlets import Float
+from traitlets.utils.importstring import import_item
 
 from ..grading.config import GRADING
 from ..grading.student_ids import check_id
@@ -185,7 +189,6 @@ def parse_due_dates(path: Path, known: list[str] | None = None) -> dict[str, Dea
     ValueError
         Anything in the file that is not one of its two forms (see the module docstring).
     """
-    import yaml
 
     path = Path(path)
     if not path.is_file():
@@ -257,8 +260,6 @@ def set_due_dates(layout: CourseLayout, grader, handing_in: list[tuple[str, str]
 
 
 def _submission_class():
-    from nbgrader.api import SubmittedAssignment
-
     return SubmittedAssignment
 
 
@@ -282,8 +283,6 @@ def seconds_late(submission) -> float:
 def _submissions(gradebook) -> list:
     """Every submission with what :func:`_state` and :func:`settle_penalties` read, in a few queries
     whatever the class size (nbgrader's defaults would cost several per submission)."""
-    from nbgrader.api import SubmittedAssignment, SubmittedNotebook
-    from sqlalchemy.orm import joinedload, selectinload, undefer
 
     return gradebook.db.query(SubmittedAssignment).options(
         undefer(SubmittedAssignment.score), undefer(SubmittedAssignment.late_submission_penalty),
@@ -328,7 +327,6 @@ def prepare_deadlines(layout: CourseLayout, grader, handing_in: list[tuple[str, 
 
 def late_plugin(grader) -> LateSubmissionPlugin:
     """The course's late-penalty plugin (``c.AssignLatePenalties.plugin_class``), configured as nbgrader would."""
-    from traitlets.utils.importstring import import_item
 
     section = grader.config.AssignLatePenalties
     cls = section.plugin_class if "plugin_class" in section else PercentPerDay

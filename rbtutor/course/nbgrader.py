@@ -23,14 +23,21 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
+from traitlets.config.loader import PyFileConfigLoader
+
+from ..grading import sandbox
 from .layout import CourseLayout
 
 
 def configure(c, root: str | os.PathLike) -> None:
     """Fill the traitlets config ``c`` (from ``get_config()``) for the course at ``root``."""
+    # deferred: nbconvert takes about 1.5 s to import, and only this step needs it
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+
+    # deferred: nbgrader takes about 3 s to import, and only this step needs it
     from nbgrader.preprocessors import (
         AssignLatePenalties,
         ClearOutput,
@@ -40,14 +47,28 @@ def configure(c, root: str | os.PathLike) -> None:
         OverwriteKernelspec,
     )
 
-    from ..grading import sandbox
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.execute import BoundedExecute
+
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.grader_notes import DropGraderNotes, DueDateNote, GraderNotes
+
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.judge import JudgeAnswers
+
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.outputs import CapOutput
+
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.restore import CheckMetadata, RestoreCells
+
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.sanitize import SanitizeNotebook
+
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.scan import ScanSubmission
+
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.scores import SaveScores
 
     layout = CourseLayout(Path(root))
@@ -92,6 +113,7 @@ def configure(c, root: str | os.PathLike) -> None:
         CheckMetadata,
     ]
     # late policy: a share of the score per started day late; due dates from exercises/due_dates.yaml
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from .late import PercentPerDay
 
     c.AssignLatePenalties.plugin_class = PercentPerDay
@@ -126,7 +148,10 @@ def share_gradebook_engines() -> None:
     connections (``dispose()`` empties the pool; the engine opens new ones when next used).
     For grading workers, which use one thread.
     """
+    # deferred: nbgrader takes about 3 s to import, and only this step needs it
     import nbgrader.api
+
+    # deferred: sqlalchemy takes about 0.25 s to import, and only this step needs it
     from sqlalchemy import create_engine
 
     if getattr(nbgrader.api.create_engine, "shared", False):
@@ -146,11 +171,12 @@ def share_gradebook_engines() -> None:
 def api(course: CourseLayout | str | os.PathLike):
     """An ``NbGraderAPI`` configured by the course's ``nbgrader_config.py`` (a layout or its root)."""
     layout = course if isinstance(course, CourseLayout) else CourseLayout(Path(course))
-    import warnings
 
+    # deferred: nbgrader takes about 3 s to import, and only this step needs it
     from nbgrader.apps import NbGraderAPI
+
+    # deferred: sqlalchemy takes about 0.25 s to import, and only this step needs it
     from sqlalchemy.exc import SAWarning
-    from traitlets.config.loader import PyFileConfigLoader
 
     # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every submission; they say
     # nothing about the grades and would bury the progress lines

@@ -41,10 +41,14 @@ import os
 import re
 from pathlib import Path
 
+import nbformat
 from nbgrader.exchange.default import ExchangeFetchAssignment
+from nbgrader.utils import compute_checksum, get_username
 from traitlets import Unicode
 
 from ..grading.protocol import DATA_ID
+from ..problems.variants import load_course_data, per_student, variant
+from .late import own_due_date, show_due_date
 from .render import data_source, fill_markdown
 
 _HEADER = re.compile(r"#\s*Problem\s+(\d+)\s+data\b")
@@ -52,7 +56,6 @@ _HEADER = re.compile(r"#\s*Problem\s+(\d+)\s+data\b")
 
 def student_id_of(coursedir) -> str:
     """The id the fetching student's submissions are filed under (see the module docstring)."""
-    from nbgrader.utils import get_username
 
     given = getattr(coursedir, "student_id", "*") or "*"
     return given if given != "*" else get_username()
@@ -74,10 +77,7 @@ def personalise_notebook(nb, data: dict | None, student_id: str, name: str = "th
     ValueError
         If the data cell does not say which problem it belongs to.
     """
-    from nbgrader.utils import compute_checksum
 
-    from ..problems.variants import variant
-    from .late import show_due_date
 
     done = False
     own = variant(data, student_id) if data is not None else {}
@@ -102,7 +102,6 @@ def personalise_notebook(nb, data: dict | None, student_id: str, name: str = "th
 def personalise(path: Path, data: dict | None, student_id: str,
                 due: tuple[dt.datetime | None, bool] | None = None) -> bool:
     """:func:`personalise_notebook` on the notebook file ``path``, written back when it changed."""
-    import nbformat
 
     nb = nbformat.read(path, as_version=4)
     done = personalise_notebook(nb, data, student_id, name=str(path), due=due)
@@ -123,8 +122,6 @@ class PersonalFetchAssignment(ExchangeFetchAssignment):
     def copy_files(self):
         before = set(self._notebooks()) if os.path.isdir(self.dest_path) else set()
         super().copy_files()
-        from ..problems.variants import load_course_data, per_student
-        from .late import own_due_date
 
         data = load_course_data(self.data_file or None)
         data = data if per_student(data) else None

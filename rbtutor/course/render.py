@@ -25,16 +25,19 @@ removed and the reference data applies.
 from __future__ import annotations
 
 import re
+from importlib.resources import files
 from pathlib import Path
 
+import yaml
+
 from ..grading.protocol import DATA_ID, HELPERS_ID
+from ..problems.variants import load_course_data, problem_data
 
 CELL_MARKER = "# --- notebook cell ---\n"
 
 
 def helpers_source() -> str:
     """Source of the locked ``course_helpers`` cell: :mod:`rbtutor.grading.student` below its marker."""
-    from importlib.resources import files
 
     text = files("rbtutor.grading").joinpath("student.py").read_text(encoding="utf-8")
     return text.split(CELL_MARKER, 1)[1].rstrip("\n")
@@ -201,6 +204,7 @@ def notebook_path(problem: int, exercises: Path) -> Path:
 
 def render(data: dict, exercises: Path) -> list[Path]:
     """Rewrite the helper and data cells of every source notebook; return the notebooks changed."""
+    # deferred: nbformat takes about 1.5 s to import, and only this step needs it
     import nbformat
 
     changed = []
@@ -241,11 +245,9 @@ def render_course(layout, data_path: str | None = None) -> list[Path]:
     With ``data_path`` the merged data is saved to ``layout.data_file``, which the grader then
     reads; without it that file is removed and the reference data applies.
     """
-    import yaml
 
     # a data file may carry a `variants` section (per-student switch, salt): it is kept
     # in the saved course data, and the source notebooks show the course's own numbers
-    from ..problems.variants import load_course_data, problem_data
 
     data = load_course_data(data_path)
     if data_path:

@@ -159,6 +159,7 @@ class Fingerprints:
 
 def fingerprint(norm: Normalised, given: np.ndarray) -> Fingerprints:
     """Winnowed fingerprints of ``norm`` (copydetect's), leaving out those in ``given``."""
+    # deferred: copydetect takes about 0.8 s to import, and only this step needs it
     from copydetect.utils import get_document_fingerprints, get_token_coverage
 
     if len(norm.text) < NOISE:
@@ -169,6 +170,7 @@ def fingerprint(norm: Normalised, given: np.ndarray) -> Fingerprints:
 
 def given_hashes(given_code: str) -> np.ndarray:
     """Every piece's hash of the code all students were given (not winnowed: none may slip through)."""
+    # deferred: copydetect takes about 0.8 s to import, and only this step needs it
     from copydetect.utils import hashed_kgrams
 
     text = normalise(given_code).text
@@ -193,6 +195,7 @@ class Match:
 
 def compare(a: Fingerprints, b: Fingerprints) -> Match:
     """The shares of ``a`` and ``b`` found in the other, and the shared regions of the original code."""
+    # deferred: copydetect takes about 0.8 s to import, and only this step needs it
     from copydetect.utils import find_fingerprint_overlap, get_copied_slices
 
     at_a, at_b = find_fingerprint_overlap(a.hashes, b.hashes, a.where, b.where)

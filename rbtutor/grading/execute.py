@@ -33,6 +33,8 @@ from pathlib import Path
 from queue import Empty
 from time import monotonic
 
+import numpy as np
+import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_core.utils import run_sync
@@ -41,10 +43,13 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Enum, Float, Integer, Type, Unicode
 
+from ..problems.variants import settings
 from .config import GRADING
+from .judge import course_reference
 from .outputs import cut, note, output_size, size_of, text_of
 from .protocol import ANSWER_MIME
 from .report import Events, event, grading_meta
+from .sandbox import OUTPUT_KEEP, kernel_record, memory_kills, remove_group
 
 #: What jupyter_client's decoding of one kernel message raises for bytes the kernel made up (bad
 #: signature, bad JSON, nesting deeper than the parser's recursion, missing frames, bad UTF-8). Caught
@@ -85,7 +90,6 @@ def _nested_deeper(frame: bytes, limit: int) -> bool:
     count of opening minus closing brackets is taken, a few MiB at a time."""
     if frame.count(b"[") + frame.count(b"{") <= limit:
         return False
-    import numpy as np
 
     steps = _BRACKET_STEP[np.frombuffer(_JSON_STRING.sub(b"", frame), np.uint8)]
     depth = 0
@@ -98,8 +102,6 @@ def _nested_deeper(frame: bytes, limit: int) -> bool:
 
 
 def _bracket_steps():
-    import numpy as np
-
     steps = np.zeros(256, np.int8)
     steps[list(b"[{")] = 1
     steps[list(b"]}")] = -1
@@ -378,6 +380,7 @@ class BoundedExecute(Events, Execute):
                            help="how the kernel is stopped after the notebook").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
+        # deferred: nbclient takes about 1.5 s to import, and only this step needs it
         from nbclient.client import NotebookClient
 
         NotebookClient.__init__(self, nb, km)
@@ -428,7 +431,6 @@ class BoundedExecute(Events, Execute):
         km.connection_file = str(self._ipc / "connection.json")
         # zmq drops a message above this size instead of handing it to us (the grader's memory is
         # bounded whatever the kernel sends); the cell then times out and the event says why
-        import zmq
 
         make_client, limit = km.client, self.max_message_bytes
 
@@ -467,20 +469,15 @@ class BoundedExecute(Events, Execute):
             data_file = self.config.JudgeAnswers.data_file if "data_file" in self.config.JudgeAnswers else None
         except AttributeError:
             data_file = None
-        from ..problems.variants import settings
-        from .judge import course_reference
 
         return settings(course_reference(data_file)[0])["salt"]
 
     def _record_of_kernel(self) -> dict:
-        from .sandbox import kernel_record
-
         return kernel_record(self._ipc, "connection")
 
     def _memory_kills(self, record: dict, live: bool = False, index=None) -> int:
         """Processes of the kernel's tree killed over its memory limit since last named; each new one is
         a ``memory_limit`` event. ``live``: read the kernel's cgroup now, else the launcher's last count."""
-        from .sandbox import memory_kills
 
         kills = memory_kills(record.get("cgroup")) if live else record.get("memory_kills", 0)
         if kills > self._kills_named:
@@ -496,13 +493,10 @@ class BoundedExecute(Events, Execute):
         """Name what the kernel wrote to its own stdout and stderr (never shown to the grader's terminal),
         and say once per process how kernels start and how their memory is bounded."""
         if record.get("cgroup"):  # its launcher, killed with the kernel, could not remove it
-            from .sandbox import remove_group
 
             remove_group(Path(record["cgroup"]), wait=2.0)
         written = record.get("output_bytes", 0)
         if written:
-            from .sandbox import OUTPUT_KEEP
-
             self._events_seen.append(event(
                 "kernel_output", f"the kernel wrote {written} bytes to its stdout/stderr outside the notebook "
                 f"(the first {min(written, OUTPUT_KEEP)} kept for the grader)", bytes=written,

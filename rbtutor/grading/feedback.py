@@ -24,6 +24,11 @@ import stat
 import time
 from pathlib import Path
 
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, get_lexer_by_name
+from pygments.util import ClassNotFound
+
 from .allowlist import _clean
 from .config import GRADING
 from .grader_notes import (
@@ -115,8 +120,6 @@ footer { color: #3d444d; font-size: 0.9rem; padding-top: 1rem; padding-bottom: 2
 
 
 def _pygments():
-    from pygments.formatters import HtmlFormatter
-
     formatter = HtmlFormatter(style="default", nowrap=True)
     css = formatter.get_style_defs(".hl")
     if re.search(r"url\(|https?:", css):  # a style that points outside the page is not used
@@ -125,10 +128,6 @@ def _pygments():
 
 
 def _highlight(source: str, language: str, formatter) -> str:
-    from pygments import highlight
-    from pygments.lexers import TextLexer, get_lexer_by_name
-    from pygments.util import ClassNotFound
-
     try:
         lexer = get_lexer_by_name(language or "python")
     except ClassNotFound:

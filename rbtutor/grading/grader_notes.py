@@ -15,6 +15,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+import nbformat
+from nbformat.v4 import new_markdown_cell, new_notebook
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
@@ -50,7 +53,6 @@ def grader_note(cell, grade_id: str, language: str = "python"):
     """A cell that shows the grader the source ``cell``'s solution region (for a written part: the
     model answer and the rubric): sanitised HTML with MathML in an inline-styled frame, marked
     ``metadata.rbtutor.grader_note`` so that feedback pages leave it out."""
-    from nbformat.v4 import new_markdown_cell
 
     html_source = _note_html(_source(cell), cell.get("cell_type"), grade_id, language)
     return new_markdown_cell(html_source, metadata={"rbtutor": {GRADER_NOTE: True}})
@@ -59,7 +61,6 @@ def grader_note(cell, grade_id: str, language: str = "python"):
 @lru_cache(maxsize=512)
 def _note_html(source: str, kind: str, grade_id: str, language: str) -> str:
     """The note's HTML, made once per source cell (every student's notebook gets the same)."""
-    from nbformat.v4 import new_markdown_cell, new_notebook
 
     text = solution_text(source)
     if kind == "code":
@@ -90,8 +91,6 @@ class GraderNotes(NbGraderPreprocessor):
                                "source_directory under its root); empty: no notes").tag(config=True)
 
     def preprocess(self, nb, resources):
-        import nbformat
-
         for cell in nb.cells:  # the submission's own cells: never notes, whatever their metadata says
             meta = cell.get("metadata", {}).get("rbtutor")
             if isinstance(meta, dict):
@@ -123,7 +122,6 @@ def due_date_note(due, extension, submitted):
     """The grader's note of one submission's own due date: ``due`` (the class's date plus
     ``extension``, a timedelta or None) and the submission time ``submitted``, all naive UTC as
     the gradebook keeps them; on time, or late by how long."""
-    from nbformat.v4 import new_markdown_cell
 
     text = f"**For the grader**: due for this student {_utc_text(due)}"
     if extension:
@@ -144,8 +142,6 @@ class DueDateNote(NbGraderPreprocessor):
     """
 
     def preprocess(self, nb, resources):
-        from nbgrader.api import Gradebook
-
         info = resources.get("nbgrader", {})
         with Gradebook(info["db_url"]) as gradebook:
             submission = gradebook.find_submission(info["assignment"], info["student"])

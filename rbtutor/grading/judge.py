@@ -72,11 +72,13 @@ from pathlib import Path
 
 import numpy as np
 from nbformat.v4 import new_output
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
 from ..problems import PERIODS, PUBLISHED_KEY, Answer, answer_key, read_yaml
 from ..problems.printed import printed_half_unit, printed_value
+from ..problems.variants import MAX_CLASS, data_digest, load_course_data, per_student, problem_of, student_key
 from .protocol import HAND_IN, handed_in
 from .report import Events, event
 
@@ -532,7 +534,6 @@ def _transposed_shape(submitted, reference: np.ndarray, refused: Verdict) -> Ver
 @lru_cache(maxsize=4)
 def _reference(data_file: str | None):
     # the course data file may carry a `variants` section (per-student switch, salt)
-    from ..problems.variants import load_course_data
 
     data = load_course_data(data_file)
     return data, answer_key(data)
@@ -544,8 +545,6 @@ def course_reference(data_file: str | Path | None = None):
 
 
 def _variants_on(data: dict) -> bool:
-    from ..problems.variants import per_student
-
     return per_student(data)
 
 
@@ -587,7 +586,6 @@ def _decode_answer(stored: dict) -> Answer:
 
 def class_keys_folder(store: str | Path, data: dict) -> Path:
     """Where the class's keys for ``data`` are kept under ``store``: a folder named by the data's digest."""
-    from ..problems.variants import data_digest
 
     return Path(store) / data_digest(data)
 
@@ -634,7 +632,6 @@ def _merge_keys(stored: dict[int, dict], students: list[str], keys) -> None:
 
 def _encoded_key(data: dict, student: str) -> dict[int, dict]:
     """One student's whole key, encoded for the store, by problem (runs in a pool's worker)."""
-    from ..problems.variants import student_key
 
     by_problem: dict[int, dict] = {}
     for answer_id, answer in student_key(data, student).items():
@@ -643,8 +640,6 @@ def _encoded_key(data: dict, student: str) -> dict[int, dict]:
 
 
 def _problem(answer_id: str) -> int:
-    from ..problems.variants import problem_of
-
     return problem_of(answer_id)
 
 
@@ -728,7 +723,6 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
 
     def _key_for(self, answer_id: str):
         """``(data, key)`` the answer is judged with: the course's, or the student's own variant's."""
-        from ..problems.variants import per_student, problem_of, student_key
 
         data, key = course_reference(self.data_file)
         student = getattr(self, "_student", None)
@@ -741,15 +735,12 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
         if self._classmates is None:
             self._classmates = []
             if self._db_url:
-                from nbgrader.api import Gradebook
-
                 with Gradebook(self._db_url) as gradebook:
                     self._classmates = sorted(s.id for s in gradebook.students if s.id != self._student)
         return self._classmates
 
     def _fits_others(self, answer_id: str, submitted, data) -> list[dict]:
         """Integrity events for a failed answer that another student's or the reference key accepts."""
-        from ..problems.variants import MAX_CLASS, problem_of, student_key
 
         problem = problem_of(answer_id)
         found = []

@@ -21,6 +21,9 @@ from nbgrader.preprocessors import CheckCellMetadata, OverwriteCells
 from nbgrader.utils import compute_checksum
 from traitlets import Bool, Unicode
 
+from ..course.render import data_source
+from ..problems.variants import per_student, variant
+from .judge import course_reference
 from .outputs import cut
 from .protocol import DATA_ID
 from .report import Events, event, grading_meta
@@ -107,8 +110,6 @@ class RestoreCells(Events, OverwriteCells):
         :class:`rbtutor.course.personal.PersonalFetchAssignment` writes for this student,
         and its checksum, so that the student's untouched cell counts as untouched.
         """
-        from ..problems.variants import per_student, variant
-        from .judge import course_reference
 
         student = (resources.get("nbgrader") or {}).get("student")
         src = source.get(DATA_ID)
@@ -120,7 +121,6 @@ class RestoreCells(Events, OverwriteCells):
         match = re.match(r"#\s*Problem\s+(\d+)\s+data\b", src.source)
         if match is None:
             raise ValueError(f"the {DATA_ID} cell of the source does not start with '# Problem N data'")
-        from ..course.render import data_source  # the one renderer of data cells (imported late: course uses grading)
 
         text = data_source(int(match.group(1)), variant(data, student))
         probe = from_dict({"cell_type": src.cell_type, "source": text, "metadata": {"nbgrader": {
@@ -215,8 +215,6 @@ class RestoreCells(Events, OverwriteCells):
 
     @staticmethod
     def _copy_of(src, max_score, is_solution):
-        from nbgrader.nbgraderformat import MetadataValidator
-
         meta = {"grade": max_score is not None, "grade_id": src.name, "locked": bool(src.locked),
                 "solution": is_solution, "task": False, "schema_version": 3, "checksum": src.checksum}
         if max_score is not None:

@@ -7,6 +7,7 @@ what protect the grades; this scan only points the instructor at what to read.
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -65,7 +66,6 @@ def _strings_and_code(source: str):
 
 def assigned_names(source: str) -> set[str]:
     """Names that a cell binds at top level or anywhere (assignment, del, for, with, import...)."""
-    import ast
 
     try:
         tree = ast.parse(source)

@@ -26,8 +26,12 @@ test cell gets a hint about the answer cell that defines the name.
 # Course helpers: locked, do not edit. Validate runs check_form, which looks only at the
 # FORM of an answer (type, shape, finite entries, structure). The VALUES are graded after
 # you submit, by the course's grader, outside this notebook.
+import json
 import os
 import sys
+import urllib.error
+import urllib.request
+from urllib.parse import urljoin
 
 import numpy as np
 from IPython import get_ipython
@@ -123,7 +127,6 @@ def _check_url():
     public = os.environ.get("JUPYTERHUB_PUBLIC_HUB_URL") or os.environ.get("JUPYTERHUB_PUBLIC_URL")
     if not public:
         return None
-    from urllib.parse import urljoin
 
     base = os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/"
     return urljoin(public, f"{base}services/{CHECK_SERVICE}/api/check")
@@ -152,9 +155,6 @@ def check(answer_id, value):
               "this kernel was not started by it (no JUPYTERHUB_API_TOKEN"
               + ("" if not token else " or hub address") + "). Your answer is still graded after you submit.")
         return None
-    import json
-    import urllib.error
-    import urllib.request
 
     if isinstance(value, str):
         sent = value

@@ -22,18 +22,32 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
+from scipy.integrate import solve_ivp
 
 from .._checks import as_array, as_scalar
+from ..euler_parameters import (
+    _g_body,
+    _rotation_ep,
+    from_euler_angles,
+    from_rotation_matrix,
+    g_matrix_body,
+    g_matrix_global,
+    rotation_matrix_ep,
+    tait_bryan_xyz,
+    to_euler_angles,
+)
 from ..inertia import box_inertia, inertia_from_gyration, products_of_inertia
-from ..kinematics import point_acceleration, skew
+from ..kinematics import euler_angles_from_matrix, point_acceleration, skew
 from ..rigid_body import RigidBody, shift_load
 from ..simulation import simulate
-from ..torque_free import integrate_spin, spin_stability
+from ..torque_free import euler_equations, integrate_spin, spin_stability
 
 REFERENCE_DATA = Path(__file__).with_name("reference_data.yaml")
 #: the printed answer key of the reference chapter, as published (with errata notes); package data
@@ -132,9 +146,7 @@ def _merge(base: dict, override: dict, where: str = "") -> dict:
 
 def read_yaml(text: str):
     """Parse YAML, reading ``6.0e6`` and ``1e-3`` as floats (PyYAML alone keeps them as strings)."""
-    import re
 
-    import yaml
 
     class Loader(yaml.SafeLoader):
         pass
@@ -498,7 +510,6 @@ def _fixed_step_norm_drift(theta0, omega_body, step: float, t_end: float, method
     constant body rate, integrated without any normalisation by the explicit Euler
     method (``"euler"``) or the classical fourth-order Runge-Kutta method (``"rk4"``).
     """
-    from ..euler_parameters import _g_body
 
     w = as_array("omega_body", omega_body, (3,))
     n = round(t_end / step)
@@ -531,10 +542,7 @@ def _tumble_with_parameters(data: dict):
     dense solution and the first time the body x axis is closest to the vertical (the
     pitch of the z-y-x angles at its largest), found as an event.
     """
-    from scipy.integrate import solve_ivp
 
-    from ..euler_parameters import _g_body, _rotation_ep
-    from ..torque_free import euler_equations
 
     mod, eul = data["module"], data["euler"]
     inertia = box_inertia(mod["mass"], mod["dimensions"]).diagonal()
@@ -559,16 +567,6 @@ def _tumble_with_parameters(data: dict):
 
 def problem11(data: dict) -> dict[str, Answer]:
     """Euler parameters (the course's own problem, on the rigid-body node of the Euler chapter)."""
-    from ..euler_parameters import (
-        from_euler_angles,
-        from_rotation_matrix,
-        g_matrix_body,
-        g_matrix_global,
-        rotation_matrix_ep,
-        tait_bryan_xyz,
-        to_euler_angles,
-    )
-    from ..kinematics import euler_angles_from_matrix
 
     eul = data["euler"]
     phi, theta, psi = as_array("euler.attitude", eul["attitude"], (3,))

@@ -77,7 +77,11 @@ import math
 from pathlib import Path
 
 import numpy as np
+import yaml
 
+from ..euler_parameters import from_euler_angles, g_matrix_body
+from ..inertia import box_inertia, check_inertia, inertia_from_gyration, parallel_axis
+from ..torque_free import integrate_spin
 from . import REFERENCE_DATA, _merge, answer_key, load_data, read_yaml
 
 #: the section of a course data file that switches variants on (not problem data)
@@ -189,8 +193,6 @@ def _vary(rng, value, rel: float, rounding):
 
 
 def _vessel_ok(v: dict) -> bool:
-    from ..inertia import check_inertia, inertia_from_gyration, parallel_axis
-
     p = v["products_of_inertia_g"]
     try:
         inertia_g = check_inertia("I_G", inertia_from_gyration(v["mass"], v["radii_of_gyration"],
@@ -217,9 +219,6 @@ def _draw_vessel(rng, ref: dict) -> dict:
 
 
 def _flip_count(module: dict) -> int:
-    from ..inertia import box_inertia
-    from ..torque_free import integrate_spin
-
     inertia = box_inertia(module["mass"], module["dimensions"]).diagonal()
     return len(integrate_spin(inertia, module["omega0"], module["t_end"], component=1).t_events[0])
 
@@ -242,8 +241,6 @@ def _draw_module(rng, ref: dict) -> dict:
 
 
 def _draw_euler(rng, ref: dict) -> dict:
-    from ..euler_parameters import from_euler_angles, g_matrix_body
-
     e = dict(ref)
     e["attitude"] = _vary_vector_mixed(rng, ref["attitude"], [("sig", 2), ("sig", 2), ("sig", 3)])
     q = from_euler_angles(*e["attitude"])
@@ -424,7 +421,6 @@ def problem_of(answer_id: str) -> int:
 
 def to_yaml(data: dict) -> str:
     """``data`` as YAML in the layout of ``reference_data.yaml`` (sections in its order, lists inline)."""
-    import yaml
 
     reference = read_yaml(REFERENCE_DATA.read_text())
     ordered = {k: data[k] for k in reference if k in data}

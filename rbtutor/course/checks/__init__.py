@@ -80,6 +80,7 @@ def __getattr__(name: str):
     import this package without paying for them.
     """
     if name in _LAZY_NAMES:
+        # deferred on purpose: .service brings in tornado and jupyterhub, which the core must not
         from . import service
 
         return getattr(service, name)

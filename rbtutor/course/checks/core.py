@@ -39,6 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from ...grading.config import GRADING
+from ...grading.student_ids import id_problem
+from ...problems import read_yaml
+from ...problems.variants import load_course_data, per_student, problem_of, student_key
 
 SERVICE_NAME = "rbtutor-check"
 #: requests with a longer body are refused (413)
@@ -111,7 +114,6 @@ def read_settings(course: Path) -> dict:
     ValueError
         For an unknown key or a value of the wrong type (a typo must not switch limits off).
     """
-    from ...problems import read_yaml
 
     path = Path(course) / SETTINGS_FILE
     raw = read_yaml(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -135,7 +137,6 @@ def read_settings(course: Path) -> dict:
 
 def assignment_of(answer_id: str) -> str:
     """The assignment an answer id belongs to (``"p3.b.K"`` -> ``"problem03"``)."""
-    from ...problems.variants import problem_of
 
     return f"problem{problem_of(answer_id):02d}"
 
@@ -322,8 +323,6 @@ class CheckCore:
         return self._settings
 
     def data(self) -> dict:
-        from ...problems.variants import load_course_data
-
         path = self.course / "exercises" / "problem_data.yaml"
         stamp = self._stamp(path)
         if self._data is None or stamp != self._data_stamp:
@@ -333,7 +332,6 @@ class CheckCore:
 
     def key_for(self, student: str, answer_id: str):
         """``(data, key)`` of ``student`` for the problem of ``answer_id`` (cached per student and problem)."""
-        from ...problems.variants import per_student, problem_of, student_key
 
         data = self.data()
         # without per-student variants everyone is judged against the course's own numbers
@@ -356,8 +354,8 @@ class CheckCore:
         the student no more than the published key does: the window is the pass window of the
         course's own key.
         """
+        # deferred: it brings in nbgrader (about 3 s to import), needed only here
         from ...grading.judge import MESSAGES, Verdict, judge
-        from ...problems.variants import per_student, problem_of, student_key
 
         data = self.data()
         if verdict.diagnosis != "wrong_value" or not per_student(data):
@@ -381,8 +379,8 @@ class CheckCore:
         CheckRefused
             With the HTTP status and the reason, for anything not judged.
         """
+        # deferred: it brings in nbgrader (about 3 s to import), needed only here
         from ...grading.judge import judge
-        from ...grading.student_ids import id_problem
 
         problem = id_problem(student)
         if problem is not None:

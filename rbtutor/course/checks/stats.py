@@ -8,6 +8,7 @@ checks and of passes, the checks refused, the diagnoses counted, and who is stuc
 
 from __future__ import annotations
 
+import csv
 import html
 import io
 from collections import defaultdict
@@ -57,8 +58,6 @@ def _diagnoses_text(part: PartStats) -> str:
 
 
 def statistics_csv(parts: list[PartStats]) -> str:
-    import csv
-
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["id", "checks", "passes", "refused", "diagnoses", "stuck"])

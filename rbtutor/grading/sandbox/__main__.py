@@ -12,6 +12,7 @@ def _package():
     """This package, loaded without its parents when this file runs as a script."""
     if __package__:
         return sys.modules[__package__]
+    # deferred: only when this file runs as a script, without its package
     import importlib.util
     from pathlib import Path
 

@@ -128,6 +128,7 @@ def inside(group: Path | None):
 
 def remove_group(group: Path | None, wait: float = 5.0) -> None:
     """Remove ``group`` once its processes are gone (the sandbox's die with its first one)."""
+    # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
     import time
 
     if group is None:

