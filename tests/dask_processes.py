@@ -51,9 +51,9 @@ class DaskProcesses:
             return None
 
     def _start(self, name, argv, prefix=()):
-        log = open(self.folder / f"{name}.log", "w")
-        proc = subprocess.Popen([*prefix, *argv], stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                cwd=self.folder, start_new_session=True)
+        with open(self.folder / f"{name}.log", "w") as log:  # the child keeps its own copy
+            proc = subprocess.Popen([*prefix, *argv], stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                    cwd=self.folder, start_new_session=True)
         proc.name = name
         self.procs.append(proc)
         return proc

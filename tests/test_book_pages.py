@@ -158,7 +158,7 @@ def test_derivation_rule_detects_hidden_and_unchecked_steps():
     problems = derivation_problems(page)
     assert len(problems) == 3, problems
     assert "cell 0 is folded" in problems[0]
-    assert "cell 1 does SymPy algebra without an assert" == problems[1]
+    assert problems[1] == "cell 1 does SymPy algebra without an assert"
     assert "rdot_rt" in problems[2]
 
 

@@ -26,6 +26,7 @@ from rbtutor.course.checks import (
     SERVICE_NAME,
     AttemptLog,
     CheckCore,
+    CheckRefused,
     printed_forms,
     read_settings,
     reveals,
@@ -477,7 +478,7 @@ def test_limit_survives_a_restart_and_the_window_slides(tmp_path):
     for _ in range(10):
         core.check("alice", body)
     again = CheckCore(course, clock=lambda: now[0])  # a restarted service reads the log
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(CheckRefused) as refused:
         again.check("alice", body)
     assert refused.value.status == 429
     now[0] += 3601

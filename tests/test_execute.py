@@ -120,7 +120,7 @@ time.sleep(1)
 """
 
 
-@pytest.mark.parametrize("content, why", [
+@pytest.mark.parametrize(("content", "why"), [
     ('b"[" * 100_000 + b"]" * 100_000', "nested more than"),  # 100 000 deep: refused before it is parsed
     ('b"{not json"', "does not decode"),
     ("session.pack({'name': 'stdout', 'text': 5})", "'text'"),  # decodes, wrong type
@@ -166,7 +166,7 @@ def test_a_later_update_of_a_handed_in_display_is_ignored(tmp_path):
     assert kinds == ["display_update_ignored"], events
 
 
-@pytest.mark.parametrize("message, wrong", [
+@pytest.mark.parametrize(("message", "wrong"), [
     ([], "a message"),
     ({"header": {}, "parent_header": {}, "metadata": {}, "content": {}}, "msg_type"),
     ({"header": {"msg_type": "stream", "msg_id": "1"}, "msg_type": "stream", "parent_header": {},

@@ -183,7 +183,7 @@ def test_cells_are_never_formulas(graded_class, tmp_path):
         assert any(cell.startswith("'=HYPERLINK") for cell in cells), lms
 
 
-@pytest.mark.parametrize("text, message", [
+@pytest.mark.parametrize(("text", "message"), [
     ("student_id,name,email\nann,Ann,a@x\n", "missing: lms_id, sis_user_id, sis_login_id, section"),
     (ROSTER_HEADER + "\nann,A,a@x,1,,,\nann,B,b@x,2,,,\n", "already on line 2"),
     (ROSTER_HEADER + "\nq[x],A,a@x,1,,,\n", "expected a student id, got 'q[x]'"),

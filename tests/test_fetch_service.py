@@ -38,7 +38,7 @@ def body(**fields) -> bytes:
     return json.dumps(fields).encode()
 
 
-@pytest.mark.parametrize("raw, status, words", [
+@pytest.mark.parametrize(("raw", "status", "words"), [
     (b"{", 400, "does not parse"),
     (b"\xff\xfe", 400, "does not parse"),
     (b"[]", 400, "got a list"),

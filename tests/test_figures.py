@@ -369,7 +369,7 @@ def test_the_book_has_figure_cells():
     assert len(cells) >= 18, [c[0] for c in cells]
 
 
-@pytest.mark.parametrize("page, options, source", figure_cells(),
+@pytest.mark.parametrize(("page", "options", "source"), figure_cells(),
                          ids=lambda v: v if isinstance(v, str) and v.endswith(".md") else "")
 def test_every_figure_cell_is_captioned_and_described(page, options, source):
     """Caption and fig- name in mystnb.figure; alt text that is a sentence, not a file path."""

@@ -21,7 +21,7 @@ def test_the_course_students_are_acceptable_ids():
     hubctl.check_student_ids(hubctl.STUDENTS, python=sys.executable)
 
 
-@pytest.mark.parametrize("name, words", [
+@pytest.mark.parametrize(("name", "words"), [
     ("reference", "reserved for the course itself"),
     ("Reference", "reserved for the course itself"),
     ("instructor", "reserved"),

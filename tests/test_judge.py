@@ -306,7 +306,7 @@ def test_a_printed_erratum_value_passes_for_the_books_numbers_only():
     for answer_id, value in printed.items():
         assert verdict(answer_id, value).diagnosis == "accepted_printed", answer_id
         own = student_key(data, "student1", [int(answer_id[1])])
-        assert not own[answer_id].value == KEY[answer_id].value, "the variant must change this answer"
+        assert own[answer_id].value != KEY[answer_id].value, "the variant must change this answer"
         result = judge(answer_id, value, key=own)
         assert not result.passed, (answer_id, result)
         assert judge(answer_id, own[answer_id].value, key=own).passed

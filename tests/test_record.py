@@ -477,7 +477,7 @@ def test_grades_csv_cells_are_never_formulas(record_class, tmp_path):
         gradebook.add_submission(NAME, "=SUM(7;7)")
     export_grades(grader, course / "grades.csv")
     rows = list(csv.reader((course / "grades.csv").open()))
-    assert ["'=SUM(7;7)", NAME] == rows[1][:2]
+    assert rows[1][:2] == ["'=SUM(7;7)", NAME]
     assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows for cell in row)
 
 

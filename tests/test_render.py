@@ -47,7 +47,7 @@ def varied_numbers() -> set[float]:
     return changed
 
 
-@pytest.mark.parametrize("value, spec, text", [
+@pytest.mark.parametrize(("value", "spec", "text"), [
     (0.05, "2s", "0.050"), (-0.05, "2s", "-0.050"), (5.0, "3s", "5.00"), (0.0995, "2s", "0.10"),
     (0.0, "2s", "0"), (28.0, "g", "28"), (-1.25, "g", "-1.25"), (1.8, ".2f", "1.80"),
     (-1.8e5, "tex3", r"-1.80\times10^{5}"), (9.996e5, "tex3", r"1.00\times10^{6}"),

@@ -8,6 +8,7 @@ own network namespace, where a TCP debugging port would be unreachable.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -89,15 +90,15 @@ class Chromium:
         argv = wrap(
             [str(executable), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"]
         )
-        self._log = open(log_path, "wb")  # closed in close()
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=wire_pipe,
-            close_fds=False,  # Python's own fds are non-inheritable; 3 and 4 must survive
-        )
+        with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=wire_pipe,
+                close_fds=False,  # Python's own fds are non-inheritable; 3 and 4 must survive
+            )
         os.close(hi_cmd_r)
         os.close(hi_res_w)
         self._out = os.fdopen(cmd_w, "wb", buffering=0)
@@ -191,10 +192,8 @@ class Chromium:
         return result["result"].get("value")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(CDPError):
             self.send("Browser.close", session=False, timeout=5)
-        except CDPError:
-            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -203,7 +202,6 @@ class Chromium:
         self._out.close()
         self._reader.join(timeout=5)
         self._in.close()
-        self._log.close()
 
 
 def _dup_high(fd: int) -> int:
