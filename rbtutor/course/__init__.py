@@ -33,7 +33,7 @@ import sys
 if "jsonschema" not in sys.modules:
     sys.modules.setdefault("rfc3987_syntax", None)
 
-from .layout import CourseError, CourseLayout  # noqa: E402
-from .nbgrader import api  # noqa: E402
+from .layout import CourseError, CourseLayout
+from .nbgrader import api
 
 __all__ = ["CourseError", "CourseLayout", "api"]

@@ -141,7 +141,7 @@ def check_workers(client, layout: CourseLayout, *, timeout: float = WORKER_TIMEO
                            "start some with `dask worker ADDRESS --nthreads 1`") from None
     try:
         facts = client.run(worker_facts, str(layout.root), on_error="return")
-    except Exception as exc:  # the function could not even be sent or run: any exception says why
+    except Exception as exc:  # noqa: BLE001 - the function could not even be sent or run: any exception says why
         raise ClusterError(f"cannot run the worker check: {exc!r}") from None
     try:
         mine = version("rbtutor")
@@ -219,7 +219,7 @@ def set_allowed_failures(client, count: int) -> None:
 
     try:
         client.run_on_scheduler(setting, count)
-    except Exception as exc:  # a scheduler that blocks run_function: any exception just means "not set"
+    except Exception as exc:  # noqa: BLE001 - a scheduler that blocks run_function: any exception just means "not set"
         print(f"note: the scheduler kept its own allowed-failures ({type(exc).__name__}: {exc})",
               file=sys.stderr)
 
@@ -298,7 +298,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
             summary, seconds = "NOT GRADED", float("nan")
             problem = (f"its worker died {exc.allowed_failures + 1} times while grading it "
                        f"(last {exc.last_worker.address})")
-        except Exception as exc:  # raised by the task on every try: listed, never lost
+        except Exception as exc:  # noqa: BLE001 - raised by the task on every try: listed, never lost
             summary, seconds = "NOT GRADED", float("nan")
             problem = f"{type(exc).__name__}: {exc}"
         print(progress_line(k, len(work), student, assignment, summary, seconds), flush=True)

@@ -94,7 +94,7 @@ def _check_text(value: str, column: str, line: int) -> str:
     bad = [char for char in value if unicodedata.category(char) in ("Cc", "Zl", "Zp")]
     if bad:
         raise RosterError(f"roster line {line}: expected printable text in {column}, got {value!r} "
-                          f"(it contains {ascii(bad[0])})")
+                          f"(it contains {bad[0]!a})")
     return value.strip()
 
 

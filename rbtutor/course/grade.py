@@ -392,7 +392,7 @@ def _autograde_one(job: tuple[str, str, str], seconds: float = SUBMISSION_SECOND
         with time_bound(seconds, SubmissionTimeout(f"grading it took longer than {seconds:g} s, "
                                                    "all steps together")):
             summary, problem = _grade_submission(CourseLayout(Path(root)), assignment, student)
-    except Exception as exc:  # one submission never ends the run: whatever it raised is its reason
+    except Exception as exc:  # noqa: BLE001 - one submission never ends the run: whatever it raised is its reason
         summary, problem = "NOT GRADED", f"{type(exc).__name__}: {exc}"
     return assignment, student, summary, time.perf_counter() - start, problem
 
@@ -728,7 +728,7 @@ def return_feedback(layout: CourseLayout) -> int:
                                                       authenticator=grader.authenticator, parent=grader)
             try:
                 release.start()
-            except Exception as exc:  # nbgrader raises ExchangeError and plain OSError alike
+            except Exception as exc:  # noqa: BLE001 - nbgrader raises ExchangeError and plain OSError alike
                 print(f"could not return {name} feedback to {student}: {terminal_text(exc)}", file=sys.stderr)
                 failures += 1
                 continue

@@ -173,7 +173,7 @@ def check_message(msg) -> dict:
             raise MalformedMessage(f"expected a {part} nested at most {MAX_MESSAGE_DEPTH} deep, got deeper")
     content = msg["content"]
     for field, valid, required in CONTENT_FIELDS.get(kind, []):
-        if field in content and not valid(content[field]) or required and field not in content:
+        if (field in content and not valid(content[field])) or (required and field not in content):
             raise wrong(f"a valid {field!r} in a {kind} message", content.get(field, "(missing)"))
     transient = content.get("transient")
     if transient is not None and not (isinstance(transient, dict) and _text(transient.get("display_id", ""))):

@@ -156,7 +156,7 @@ def read_yaml(text: str):
         re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
         list("-+0123456789."),
     )
-    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=Loader)
 
 
 def load_data(path=None) -> dict:

@@ -23,6 +23,7 @@ How the folder is read
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -122,10 +123,8 @@ def _is_link(exc: OSError, name, dir_fd: int | None = None) -> bool:
 
 def _make_dest(dest: Path) -> int:
     """Create (or accept an empty) ``dest`` with mode 0o700 and return its descriptor."""
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(dest, 0o700)
-    except FileExistsError:
-        pass
     try:
         fd = os.open(dest, _DIR_FLAGS)
     except OSError as exc:

@@ -64,7 +64,7 @@ def install(prefix: str | None = None) -> str:
     }
     path = os.path.join(folder, "kernel.json")
     text = json.dumps(spec, indent=1)
-    if not os.path.exists(path) or open(path).read() != text:
+    if not os.path.exists(path) or Path(path).read_text() != text:
         os.makedirs(folder, exist_ok=True)
         with open(path, "w") as handle:
             handle.write(text)

@@ -39,6 +39,7 @@ This file is run as a program (``python -s -c <this file's text> NAME``): it imp
 nothing of rbtutor, which the sandbox hides and a kernel must not see.
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -179,16 +180,12 @@ def _serve(request: dict, fds: list[int], conn: socket.socket) -> int:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException as exc:  # noqa: BLE001 - reported, then this process ends
-            try:
+            with contextlib.suppress(OSError):
                 conn.sendall(f"error: {type(exc).__name__}: {exc}".encode())
-            except OSError:
-                pass
         finally:
             for stream in (sys.stdout, sys.stderr):
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     stream.flush()
-                except (OSError, ValueError):
-                    pass
             os._exit(code)
     conn.close()
     for fd in stdio:
