@@ -41,7 +41,8 @@ from .options import run_config
 from .render import render_course
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per step of the course."""
     parser = argparse.ArgumentParser(prog="python -m rbtutor.course", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=None, help="course folder (with nbgrader_config.py); "
                         "default: this folder or the nearest one above it")
@@ -72,6 +73,11 @@ def main(argv=None) -> int:
     # --root is accepted after the command too (python -m rbtutor.course grade --root DIR)
     for command in sub.choices.values():
         command.add_argument("--root", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     try:
         layout = CourseLayout(args.root) if args.root else CourseLayout.find()
@@ -79,52 +85,79 @@ def main(argv=None) -> int:
         if args.command != "config" or args.root:
             parser.error(str(exc))
         layout = None  # config outside a course: the defaults
-    if args.command == "render":
-        try:
-            changed = render_course(layout, args.data)
-        except (OSError, ValueError) as exc:
-            print(f"rbtutor.course render: {exc}", file=sys.stderr)
-            return 2
-        for path in changed:
-            print(f"updated {path.relative_to(layout.root)}")
-        return 0
-    if args.command == "grade":
-        if args.jobs is not None and args.jobs < 1:
-            parser.error(f"--jobs must be at least 1, got {args.jobs}")
-        if args.scheduler:
-            if args.jobs is not None:
-                parser.error("--jobs and --scheduler exclude each other (a cluster has its own workers)")
+    commands = {"render": _render, "grade": _grade, "export": _export, "config": _config, "report": _report,
+                "collect": _collect, "similarity": _similarity, "generate": _generate,
+                "return-feedback": _return_feedback}
+    return commands[args.command](layout, args, parser)
 
-            return grade_on_cluster(layout, args.scheduler)
-        # deferred: it brings in nbgrader (about 3 s to import), needed only here
-        from .grade import grade as run
 
-        return run(layout, args.jobs)
-    if args.command == "export":
-        return run_export(layout, args.lms, args.roster, args.out)
-    if args.command == "config":
-        return run_config(layout, args.json)
-    if args.command == "report":
-        return run_report(layout)
-    if args.command == "collect":
-        # deferred: it brings in nbgrader (about 3 s to import), needed only here
-        from .grade import collect
+def _render(layout: CourseLayout, args, parser) -> int:
+    try:
+        changed = render_course(layout, args.data)
+    except (OSError, ValueError) as exc:
+        print(f"rbtutor.course render: {exc}", file=sys.stderr)
+        return 2
+    for path in changed:
+        print(f"updated {path.relative_to(layout.root)}")
+    return 0
 
-        return collect(layout, args.assignment)
-    if args.command == "similarity":
-        # deferred: it brings in nbformat (about 1.5 s to import), needed only here
-        from .similarity import THRESHOLD, similarity_report
 
-        try:
-            threshold = THRESHOLD if args.threshold is None else args.threshold
-            written = similarity_report(layout, args.assignment, threshold)
-        except (CourseError, OSError, ValueError) as exc:
-            print(f"rbtutor.course similarity: {exc}", file=sys.stderr)
-            return 2
-        for path in written:
-            print(f"wrote {path.relative_to(layout.root)}")
-        return 0
+def _grade(layout: CourseLayout, args, parser) -> int:
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.scheduler:
+        if args.jobs is not None:
+            parser.error("--jobs and --scheduler exclude each other (a cluster has its own workers)")
+        return grade_on_cluster(layout, args.scheduler)
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
-    from .grade import generate, return_feedback
+    from .grade import grade as run
 
-    return {"generate": generate, "return-feedback": return_feedback}[args.command](layout)
+    return run(layout, args.jobs)
+
+
+def _export(layout: CourseLayout, args, parser) -> int:
+    return run_export(layout, args.lms, args.roster, args.out)
+
+
+def _config(layout: CourseLayout | None, args, parser) -> int:
+    return run_config(layout, args.json)
+
+
+def _report(layout: CourseLayout, args, parser) -> int:
+    return run_report(layout)
+
+
+def _collect(layout: CourseLayout, args, parser) -> int:
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
+    from .grade import collect
+
+    return collect(layout, args.assignment)
+
+
+def _similarity(layout: CourseLayout, args, parser) -> int:
+    # deferred: it brings in nbformat (about 1.5 s to import), needed only here
+    from .similarity import THRESHOLD, similarity_report
+
+    try:
+        threshold = THRESHOLD if args.threshold is None else args.threshold
+        written = similarity_report(layout, args.assignment, threshold)
+    except (CourseError, OSError, ValueError) as exc:
+        print(f"rbtutor.course similarity: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path.relative_to(layout.root)}")
+    return 0
+
+
+def _generate(layout: CourseLayout, args, parser) -> int:
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
+    from .grade import generate
+
+    return generate(layout)
+
+
+def _return_feedback(layout: CourseLayout, args, parser) -> int:
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
+    from .grade import return_feedback
+
+    return return_feedback(layout)

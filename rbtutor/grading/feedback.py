@@ -282,7 +282,7 @@ def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = 
     markdown rendered with its math as MathML and sanitised; code with its source (hidden
     tests replaced by a note) and its outputs (stream text escaped, errors as plain text
     without ANSI codes, images as ``data:`` URLs, HTML sanitised); for each graded cell its
-    points, the grader's comment and the verdict of :class:`rbtutor.autograde.JudgeAnswers`
+    points, the grader's comment and the verdict of :class:`rbtutor.grading.judge.JudgeAnswers`
     as a sentence ("Not accepted: ...", "Accepted: ..."). CSS is inline, a
     Content-Security-Policy forbids scripts and every remote load, and nothing on the page
     points outside it; long lines wrap and the layout fits a phone.
@@ -313,13 +313,7 @@ def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = 
     ValueError
         If ``scores`` is not a mapping of grade ids to ``(score, max_score, comment)``.
     """
-    if not isinstance(title, str):
-        raise ValueError(f"expected title to be str, got {type(title).__name__}")
-    if not isinstance(scores, dict):
-        raise ValueError(f"expected scores to be a dict, got {type(scores).__name__}")
-    for gid, entry in scores.items():
-        if not (isinstance(entry, (tuple, list)) and len(entry) == 3):
-            raise ValueError(f"expected scores[{gid!r}] = (score, max_score, comment), got {entry!r}")
+    _check_arguments(title, scores)
     formatter, pygments_css = _pygments()
     language = ((nb.get("metadata", {}).get("language_info") or {}).get("name")
                 or (nb.get("metadata", {}).get("kernelspec") or {}).get("language") or "python")
@@ -357,15 +351,7 @@ def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = 
             headings = re.findall(r"<h([1-6])\b", rendered)
             level = int(headings[-1]) if headings else level
         elif kind == "code":
-            source, _ = _without_hidden_tests(_source(cell))
-            if meta.get("hidden"):
-                source = _HIDDEN_NOTE
-            code = f'<pre class="source hl"><code>{_highlight(source, language, formatter)}</code></pre>'
-            if meta.get("locked") and not graded and not meta.get("solution"):
-                code = f"<details><summary>Locked cell {html.escape(grade_id or '')}</summary>{code}</details>"
-            parts.append(code)
-            match = HAND_IN.search(source) if graded else None
-            parts.append(_outputs_html(cell, index, match.group(1) if match else None))
+            parts.extend(_code_cell_html(cell, index, meta, graded, grade_id, language, formatter))
         else:
             continue
         if graded:
@@ -382,6 +368,35 @@ def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = 
             cuts.append(reason)
     for gid in sorted(set(scores) - seen):
         rows.append((gid, "summary", _points_text(scores[gid])))
+    return _page(title, scores, rows, cells_html, pygments_css)
+
+
+def _check_arguments(title, scores) -> None:
+    """``ValueError`` unless ``title`` is text and ``scores`` maps grade ids to ``(score, max_score, comment)``."""
+    if not isinstance(title, str):
+        raise ValueError(f"expected title to be str, got {type(title).__name__}")
+    if not isinstance(scores, dict):
+        raise ValueError(f"expected scores to be a dict, got {type(scores).__name__}")
+    for gid, entry in scores.items():
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 3):
+            raise ValueError(f"expected scores[{gid!r}] = (score, max_score, comment), got {entry!r}")
+
+
+def _code_cell_html(cell, index: int, meta: dict, graded: bool, grade_id: str | None, language: str,
+                    formatter) -> list[str]:
+    """A code cell's source (hidden tests replaced by a note, locked cells folded) and its outputs."""
+    source, _ = _without_hidden_tests(_source(cell))
+    if meta.get("hidden"):
+        source = _HIDDEN_NOTE
+    code = f'<pre class="source hl"><code>{_highlight(source, language, formatter)}</code></pre>'
+    if meta.get("locked") and not graded and not meta.get("solution"):
+        code = f"<details><summary>Locked cell {html.escape(grade_id or '')}</summary>{code}</details>"
+    match = HAND_IN.search(source) if graded else None
+    return [code, _outputs_html(cell, index, match.group(1) if match else None)]
+
+
+def _page(title: str, scores: dict, rows: list, cells_html: list[str], pygments_css: str) -> str:
+    """The whole page around the rendered cells: head, total, the table of parts, footer."""
     total = sum(float(e[0]) for e in scores.values() if e[0] is not None)
     maximum = sum(float(e[1]) for e in scores.values() if e[1] is not None)
     pending = sum(1 for e in scores.values() if e[0] is None)
@@ -428,7 +443,7 @@ def render_bounded(nb, scores: dict, *, title: str, time_limit: float = PAGE_TIM
     return page, cuts
 
 
-def write_feedback(path: Path, html: str) -> None:  # noqa: A002 - the name the callers use
+def write_feedback(path: Path, html: str) -> None:
     """Write a feedback page to ``path`` without following a link or truncating a shared file.
 
     ``path``'s folder must be one the caller created. The file is opened with

@@ -473,13 +473,25 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
         return Verdict(True, "Correct (q and -q are the same rotation).")
 
     if erratum.get("accept_printed") and _is_the_books(reference, erratum, half, period):
-        printed = _printed_array(entry.get("printed"), reference.shape, printed_value)
-        printed_half = _printed_array(entry.get("printed"), reference.shape, printed_half_unit)
-        if printed is not None and np.all(_agrees(x, printed, _tolerance(printed, printed_half, integrated), period)):
-            return Verdict(True, "Accepted: this is the value printed in the answer key, which has an "
-                                 f"erratum; the corrected value and the reason are on {ERRATA_PAGE}.",
-                           "accepted_printed")
+        accepted = _printed_accepted(x, reference.shape, entry, period, integrated)
+        if accepted is not None:
+            return accepted
+    return _diagnosis(x, reference, answer, tol, period)
 
+
+def _printed_accepted(x: np.ndarray, shape: tuple, entry: dict, period, integrated: bool) -> Verdict | None:
+    """A pass when ``x`` is the value the key printed under an erratum that accepts it; else None."""
+    printed = _printed_array(entry.get("printed"), shape, printed_value)
+    printed_half = _printed_array(entry.get("printed"), shape, printed_half_unit)
+    if printed is not None and np.all(_agrees(x, printed, _tolerance(printed, printed_half, integrated), period)):
+        return Verdict(True, "Accepted: this is the value printed in the answer key, which has an "
+                             f"erratum; the corrected value and the reason are on {ERRATA_PAGE}.",
+                       "accepted_printed")
+    return None
+
+
+def _diagnosis(x: np.ndarray, reference: np.ndarray, answer, tol, period) -> Verdict:
+    """The failed verdict of ``x``: a known mistake it matches within tolerance, or plain "wrong_value"."""
     candidates = [(code, wrong, answer.unit) for code, wrong in answer.mistakes]
     for code, make in GENERIC_MISTAKES:
         made = make(reference, answer.unit)
@@ -495,7 +507,6 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
             continue  # an angle a thousand times too large: modulo 360 deg, it would fit anything
         if _same(x, wrong, scaled, wrong_period, answer.quaternion):
             return Verdict(False, MESSAGES[code], code)
-
     return Verdict(False, not_accepted(answer), "wrong_value")
 
 

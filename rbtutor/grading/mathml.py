@@ -100,87 +100,102 @@ def _find_closing(text: str, token: str, start: int, end: int, misses: dict[str,
 
 def _scan_math(text: str) -> tuple[str, list[str]]:
     """``text`` with each formula replaced by a placeholder, and the formulas as HTML."""
-    out: list[str] = []
-    formulas: list[str] = []
-    regions = _code_regions(text)
-    misses: dict[str, int] = {}
-    i, n = 0, len(text)
+    return _MathScanner(text).scan()
 
-    def limit_after(pos: int) -> int:
-        return min([s for s, _ in regions if s >= pos], default=n)
 
-    def emit(raw: str, tex: str, display: bool) -> None:
-        if len(formulas) >= _MAX_FORMULAS:
-            html_ = f"<code>{html.escape(raw)}</code>"
-        else:
-            html_ = _tex_to_mathml(tex, display)
-        out.append(_PLACEHOLDER.format(len(formulas)))
-        formulas.append(html_)
+class _MathScanner:
+    """One pass over a markdown text: code is copied as it is, formulas are cut out (see ``_scan_math``)."""
 
-    while i < n:
-        region = next(((s, e) for s, e in regions if s <= i < e), None)
-        if region:
-            out.append(text[i:region[1]])
-            i = region[1]
-            continue
-        stop = limit_after(i)
-        ch = text[i]
-        if ch == "`":
-            run = len(text[i:]) - len(text[i:].lstrip("`"))
-            close = re.compile(r"(?<!`)" + "`" * run + r"(?!`)").search(text, i + run, stop)
-            j = close.end() if close else i + run
-            out.append(text[i:j])
-            i = j
-            continue
-        if ch == "\\" and i + 1 < n:
-            nxt = text[i + 1]
-            if nxt in "([":
-                closing = "\\)" if nxt == "(" else "\\]"
-                j = _find_closing(text, closing, i + 2, stop, misses)
-                if j > i + 2:
-                    emit(text[i:j + 2], text[i + 2:j], nxt == "[")
-                    i = j + 2
-                    continue
-            env = re.compile(r"\\begin\{([a-z]+\*?)\}").match(text, i)
-            if env and env.group(1) in _MATH_ENVIRONMENTS:
-                end_tag = f"\\end{{{env.group(1)}}}"
-                j = -1 if misses.get(end_tag) == stop else text.find(end_tag, env.end(), stop)
-                if j < 0:
-                    misses[end_tag] = stop
-                if j >= 0:
-                    raw = text[i:j + len(end_tag)]
-                    emit(raw, raw, True)
-                    i = j + len(end_tag)
-                    continue
-            out.append(text[i:i + 2])  # an escaped character, \$ included
-            i += 2
-            continue
-        if ch == "$":
-            if text.startswith("$$", i):
-                j = _find_closing(text, "$$", i + 2, stop, misses)
-                if j > i + 2 and text[i + 2:j].strip():
-                    emit(text[i:j + 2], text[i + 2:j], True)
-                    i = j + 2
-                    continue
-                out.append("$$")
-                i += 2
+    def __init__(self, text: str):
+        self.text, self.n = text, len(text)
+        self.out: list[str] = []
+        self.formulas: list[str] = []
+        self.regions = _code_regions(text)
+        self.misses: dict[str, int] = {}
+
+    def limit_after(self, pos: int) -> int:
+        return min([s for s, _ in self.regions if s >= pos], default=self.n)
+
+    def emit(self, raw: str, tex: str, display: bool) -> None:
+        html_ = (f"<code>{html.escape(raw)}</code>" if len(self.formulas) >= _MAX_FORMULAS
+                 else _tex_to_mathml(tex, display))
+        self.out.append(_PLACEHOLDER.format(len(self.formulas)))
+        self.formulas.append(html_)
+
+    def scan(self) -> tuple[str, list[str]]:
+        text, n, out, i = self.text, self.n, self.out, 0
+        while i < n:
+            region = next(((s, e) for s, e in self.regions if s <= i < e), None)
+            if region:
+                out.append(text[i:region[1]])
+                i = region[1]
                 continue
-            j = _find_closing(text, "$", i + 1, stop, misses)
-            body = text[i + 1:j] if j > i + 1 else ""
-            if (body and not body[0].isspace() and not body[-1].isspace() and "\n\n" not in body
-                    and "`" not in body and not (j + 1 < n and text[j + 1].isdigit())):
-                emit(text[i:j + 1], body, False)
-                i = j + 1
-                continue
-            out.append("$")
-            i += 1
-            continue
-        j = i + 1
-        while j < stop and text[j] not in "`\\$":
-            j += 1
-        out.append(text[i:j])
-        i = j
-    return "".join(out), formulas
+            stop = self.limit_after(i)
+            ch = text[i]
+            if ch == "`":
+                i = self.code_span(i, stop)
+            elif ch == "\\" and i + 1 < n:
+                i = self.backslash(i, stop)
+            elif ch == "$":
+                i = self.dollar(i, stop)
+            else:
+                j = i + 1
+                while j < stop and text[j] not in "`\\$":
+                    j += 1
+                out.append(text[i:j])
+                i = j
+        return "".join(out), self.formulas
+
+    def code_span(self, i: int, stop: int) -> int:
+        """A code span copied as it is; returns where scanning goes on."""
+        text = self.text
+        run = len(text[i:]) - len(text[i:].lstrip("`"))
+        close = re.compile(r"(?<!`)" + "`" * run + r"(?!`)").search(text, i + run, stop)
+        j = close.end() if close else i + run
+        self.out.append(text[i:j])
+        return j
+
+    def backslash(self, i: int, stop: int) -> int:
+        """``\\(...\\)``, ``\\[...\\]``, a math environment, or an escaped character."""
+        text, misses = self.text, self.misses
+        nxt = text[i + 1]
+        if nxt in "([":
+            closing = "\\)" if nxt == "(" else "\\]"
+            j = _find_closing(text, closing, i + 2, stop, misses)
+            if j > i + 2:
+                self.emit(text[i:j + 2], text[i + 2:j], nxt == "[")
+                return j + 2
+        env = re.compile(r"\\begin\{([a-z]+\*?)\}").match(text, i)
+        if env and env.group(1) in _MATH_ENVIRONMENTS:
+            end_tag = f"\\end{{{env.group(1)}}}"
+            j = -1 if misses.get(end_tag) == stop else text.find(end_tag, env.end(), stop)
+            if j < 0:
+                misses[end_tag] = stop
+            if j >= 0:
+                raw = text[i:j + len(end_tag)]
+                self.emit(raw, raw, True)
+                return j + len(end_tag)
+        self.out.append(text[i:i + 2])  # an escaped character, \$ included
+        return i + 2
+
+    def dollar(self, i: int, stop: int) -> int:
+        """``$$...$$`` or ``$...$``, or a dollar sign that opens no formula."""
+        text, n, misses = self.text, self.n, self.misses
+        if text.startswith("$$", i):
+            j = _find_closing(text, "$$", i + 2, stop, misses)
+            if j > i + 2 and text[i + 2:j].strip():
+                self.emit(text[i:j + 2], text[i + 2:j], True)
+                return j + 2
+            self.out.append("$$")
+            return i + 2
+        j = _find_closing(text, "$", i + 1, stop, misses)
+        body = text[i + 1:j] if j > i + 1 else ""
+        if (body and not body[0].isspace() and not body[-1].isspace() and "\n\n" not in body
+                and "`" not in body and not (j + 1 < n and text[j + 1].isdigit())):
+            self.emit(text[i:j + 1], body, False)
+            return j + 1
+        self.out.append("$")
+        return i + 1
 
 
 def math_to_mathml(text: str) -> str:
