@@ -189,7 +189,7 @@ def bench_import() -> tuple[str, list[tuple[str, str, str, str]]]:
         ("difference of the two (noisy)", f"{difference:9.1f} ms", "", ""),
         ("import rbtutor after numpy+scipy.integrate", f"{added:9.1f} ms", f"< {IMPORT_TARGET_MS:g} ms", verdict),
     ]
-    rows += [(f"{m} in sys.modules", f"{str(v):>9s}", "False", "ok") for m, v in loaded.items()]
+    rows += [(f"{m} in sys.modules", f"{v!s:>9s}", "False", "ok") for m, v in loaded.items()]
     return f"(b) import time, fresh interpreters, median of {IMPORT_REPEATS}", rows
 
 

@@ -70,8 +70,8 @@ class _ResourceCollector(HTMLParser):
     """Collect the URLs a browser would fetch by itself (not <a href> links)."""
 
     # rel values of <link> that a browser does not fetch
-    NOT_FETCHED = {"canonical", "alternate", "author", "license", "help", "index", "search",
-                   "next", "prev", "top", "up", "bookmark", "me"}
+    NOT_FETCHED = frozenset({"canonical", "alternate", "author", "license", "help", "index", "search",
+                             "next", "prev", "top", "up", "bookmark", "me"})
 
     def __init__(self):
         super().__init__(convert_charrefs=True)

@@ -77,7 +77,7 @@ def graded_class(tmp_path_factory):
 def _export(graded_class, lms: str, tmp_path):
     from rbtutor.course.export import export_lms
 
-    course, grader, roster = graded_class
+    _course, grader, roster = graded_class
     out = tmp_path / f"grades-{lms}.csv"
     summary = export_lms(grader, lms, roster, out)
     return summary, out
@@ -96,7 +96,7 @@ def _by_student(rows: list[list[str]], key_column: str, skip: int = 1) -> dict[s
 
 
 def test_canvas_file_follows_the_gradebook_import_layout(graded_class, tmp_path):
-    summary, out = _export(graded_class, "canvas", tmp_path)
+    _summary, out = _export(graded_class, "canvas", tmp_path)
     rows = _read(out)
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "problem01", "problem02"]
     assert rows[1] == ["Points Possible", "", "", "", "", f"{AUTO + WRITTEN:g}", "5"]
@@ -110,7 +110,7 @@ def test_canvas_file_follows_the_gradebook_import_layout(graded_class, tmp_path)
 
 
 def test_late_penalty_is_taken_off(graded_class, tmp_path):
-    summary, out = _export(graded_class, "canvas", tmp_path)
+    _summary, out = _export(graded_class, "canvas", tmp_path)
     ann = _by_student(_read(out), "ID", skip=2)["101"]
     assert float(ann["problem01"]) == pytest.approx(5.0 + 3.0 - LATE_PENALTY)
     assert float(ann["problem02"]) == pytest.approx(5.0)
@@ -119,11 +119,11 @@ def test_late_penalty_is_taken_off(graded_class, tmp_path):
 def test_the_scores_are_those_of_grades_csv(graded_class, tmp_path):
     from rbtutor.course.grade import export_grades
 
-    course, grader, _ = graded_class
+    _course, grader, _ = graded_class
     export_grades(grader, tmp_path / "grades.csv")
     final = {(r["student"], r["assignment"]): r["final_score"]
              for r in csv.DictReader((tmp_path / "grades.csv").open(newline=""))}
-    summary, out = _export(graded_class, "moodle", tmp_path)
+    _summary, out = _export(graded_class, "moodle", tmp_path)
     rows = _by_student(_read(out), "ID number")
     assert rows["S101"]["problem01"] == final["ann", "problem01"]
     assert rows["S102"]["problem02"] == final["ben", "problem02"]
@@ -141,7 +141,7 @@ def test_pending_written_parts_are_empty_not_zero(graded_class, tmp_path):
 
 
 def test_moodle_file_has_an_identifier_column_per_user(graded_class, tmp_path):
-    summary, out = _export(graded_class, "moodle", tmp_path)
+    _summary, out = _export(graded_class, "moodle", tmp_path)
     rows = _read(out)
     assert rows[0] == ["Full name", "ID number", "Email address", "problem01", "problem02"]
     emails = [row[2] for row in rows[1:]]
@@ -150,7 +150,7 @@ def test_moodle_file_has_an_identifier_column_per_user(graded_class, tmp_path):
 
 
 def test_blackboard_file_is_tab_separated_with_usernames(graded_class, tmp_path):
-    summary, out = _export(graded_class, "blackboard", tmp_path)
+    _summary, out = _export(graded_class, "blackboard", tmp_path)
     raw = out.read_text(encoding="utf-8")
     lines = raw.splitlines()
     assert lines[0] == "Last Name\tFirst Name\tUsername\tStudent ID\tproblem01\tproblem02"
@@ -177,7 +177,7 @@ def test_missing_and_extra_roster_entries_are_listed(graded_class, tmp_path):
 
 def test_cells_are_never_formulas(graded_class, tmp_path):
     for lms, delimiter in [("canvas", ","), ("moodle", ","), ("blackboard", "\t")]:
-        summary, out = _export(graded_class, lms, tmp_path)
+        _summary, out = _export(graded_class, lms, tmp_path)
         cells = [cell for row in _read(out, delimiter) for cell in row]
         assert not any(cell.startswith(("=", "+", "-", "@")) for cell in cells), lms
         assert any(cell.startswith("'=HYPERLINK") for cell in cells), lms
@@ -213,11 +213,11 @@ def test_names_in_any_script_are_kept(tmp_path):
 def test_an_lms_without_its_identifier_is_refused_before_writing(graded_class, tmp_path):
     from rbtutor.course.export import RosterError, export_lms
 
-    course, grader, _ = graded_class
+    _course, grader, _ = graded_class
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER_HEADER + "\nann,Ann Lee,ann@uni.test,,S101,,A\n")
     out = tmp_path / "bb.txt"
-    with pytest.raises(RosterError, match="expected one of lms_id for blackboard.*ann \\(line 2\\)"):
+    with pytest.raises(RosterError, match=r"expected one of lms_id for blackboard.*ann \(line 2\)"):
         export_lms(grader, "blackboard", roster, out)
     assert not out.exists()
     export_lms(grader, "canvas", roster, out)  # Canvas matches on the SIS User ID
@@ -229,7 +229,7 @@ def test_a_shared_lms_identifier_is_refused(graded_class, tmp_path):
 
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER_HEADER + "\nann,Ann,same@uni.test,1,,,\nben,Ben,same@uni.test,2,,,\n")
-    with pytest.raises(RosterError, match="line 3: email 'same@uni.test' is also on line 2"):
+    with pytest.raises(RosterError, match=r"line 3: email 'same@uni.test' is also on line 2"):
         export_lms(graded_class[1], "moodle", roster, tmp_path / "m.csv")
     export_lms(graded_class[1], "blackboard", roster, tmp_path / "b.txt")  # Blackboard keys on lms_id
 

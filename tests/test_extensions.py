@@ -91,7 +91,7 @@ def graded_class(tmp_path_factory):
 
 
 def test_the_extended_student_is_not_penalised_and_the_classmate_is(graded_class):
-    course, first, _ = graded_class
+    _course, first, _ = graded_class
     score = float(first["classmate"]["score"])
     assert score > 0
     assert float(first["extended"]["score"]) == score == float(first["early"]["score"])

@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import nbformat
 import pytest
@@ -202,8 +203,8 @@ def test_main_serves_at_the_address_the_hub_gives(exchange, tmp_path):
 
 # --- the students' Fetch (hub/rbtutor_fetch.py) against a stand-in service
 class _Service(BaseHTTPRequestHandler):
-    replies: dict = {}
-    seen: list = []
+    replies: ClassVar[dict] = {}
+    seen: ClassVar[list] = []
 
     def do_POST(self):
         length = int(self.headers["Content-Length"])

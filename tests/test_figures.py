@@ -227,7 +227,7 @@ def test_heel_couple_figure_follows_the_data(name):
         return np.array([-q[1], q[2]])
 
     np.testing.assert_allclose(point(fig, "G"), view(body.r_g), atol=1e-12)
-    np.testing.assert_allclose(point(fig, "M"), view(body.r_g + [0.0, 0.0, gm]), atol=1e-12)
+    np.testing.assert_allclose(point(fig, "M"), view(body.r_g + np.array([0.0, 0.0, gm])), atol=1e-12)
     assert abs(point(fig, "B")[0] - point(fig, "M")[0]) < 1e-12  # buoyancy acts through M
     # port (drawing left, negative) goes down when phi < 0: the mast leans to the low side
     top = one(fig, "centreline").get_xydata()[1]

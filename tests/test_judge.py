@@ -195,7 +195,7 @@ def test_transposed_and_quaternion_on_a_small_key():
 def test_angles_are_equal_modulo_360():
     heading = float(KEY["p10.b.heading_change_deg"].value)
     assert verdict("p10.b.heading_change_deg", heading - 360.0).passed
-    assert verdict("p10.b.eta2_deg", reference("p10.b.eta2_deg") + [360.0, -720.0, 0.0]).passed
+    assert verdict("p10.b.eta2_deg", reference("p10.b.eta2_deg") + np.array([360.0, -720.0, 0.0])).passed
     phi = float(KEY["p3.c.phi_deg"].value)
     assert verdict("p3.c.phi_deg", phi + 360.0).passed
     assert verdict("p3.c.phi_deg", phi - 720.0).passed
@@ -440,8 +440,8 @@ def test_problem11_quaternions_either_sign_and_scalar_last():
     assert verdict("p11.a.q", q * [1, -1, -1, -1]).diagnosis == "conjugate"
     late = reference("p11.e.q_late")
     assert verdict("p11.e.q_late", -late).passed
-    assert verdict("p11.e.q_late", late + [2e-6, -2e-6, 0.0, 0.0]).passed  # within the printed digits
-    near = verdict("p11.e.q_late", late + [2e-3, 0.0, -2e-3, 0.0])  # what a default-tolerance run gives
+    assert verdict("p11.e.q_late", late + np.array([2e-6, -2e-6, 0.0, 0.0])).passed  # within the printed digits
+    near = verdict("p11.e.q_late", late + np.array([2e-3, 0.0, -2e-3, 0.0]))  # what a default-tolerance run gives
     assert not near.passed
     assert near.diagnosis == "wrong_value"
     assert "solve_ivp" in near.message
@@ -461,7 +461,7 @@ def test_problem11_g_matrices_transposed_sign_and_frame():
 
 def test_problem11_angles_degrees_and_periodic():
     angles = reference("p11.a.angles")
-    assert verdict("p11.a.angles", angles + [2 * np.pi, 0.0, -2 * np.pi]).passed
+    assert verdict("p11.a.angles", angles + np.array([2 * np.pi, 0.0, -2 * np.pi])).passed
     assert verdict("p11.a.angles", np.degrees(angles)).diagnosis == "degrees"
     assert verdict("p11.d.rotation_xyz", np.degrees(reference("p11.d.rotation_xyz"))).diagnosis == "degrees"
     phi, theta, psi = DATA["euler"]["attitude"]

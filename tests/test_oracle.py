@@ -32,6 +32,7 @@ wrong reply is the same, so nothing in a reply points toward the key.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -125,7 +126,7 @@ class ReplyModel:
         samples = {float(r): reply(float(r)) for r in np.linspace(-reach, reach, 97)}
         samples[0.0] = reply(0.0)
         points = sorted(samples)
-        todo = list(zip(points[:-1], points[1:], strict=True))
+        todo = list(itertools.pairwise(points))
         while todo:
             low, high = todo.pop()
             if samples[low] == samples[high] or high - low < STEP / 2:

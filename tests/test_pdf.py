@@ -32,8 +32,8 @@ SINGLEHTML_ENV = "RBTUTOR_BOOK_SINGLEHTML"
 # TeX that MathJax should have typeset: seen as text, it was not. Delimiters never occur in the
 # printed code; commands do (Matplotlib labels), so those are looked for in the prose only.
 RAW_TEX = ["$$", "\\(", "\\)", "\\[", "\\]", "\\begin{"]
-RAW_TEX_IN_PROSE = RAW_TEX + ["$\\", "\\frac", "\\boldsymbol", "\\mathbf", "\\partial", "\\left",
-                              "\\dot{", "\\vec", "\\top", "^{", "_{"]
+RAW_TEX_IN_PROSE = [*RAW_TEX, "$\\", "\\frac", "\\boldsymbol", "\\mathbf", "\\partial", "\\left",
+                    "\\dot{", "\\vec", "\\top", "^{", "_{"]
 # Labels that only make sense on a screen.
 WEB_LABELS = ["Show code cell", "Hide code cell", "Show the ", "Hide the ", "Click to show",
               "Toggle", "Skip to main content", "Back to top", "Ctrl+K", "Copy to clipboard",
@@ -248,7 +248,7 @@ def test_pdf_has_the_whole_book(student):
     images = sum(len(page.images) for page in student.pages)
     assert images >= 5, f"only {images} images in the PDF"
     links = [annot.get_object() for page in student.pages for annot in page.get("/Annots") or []]
-    internal = [a for a in links if a.get("/Subtype") == "/Link" and "/Dest" in a
+    internal = [a for a in links if (a.get("/Subtype") == "/Link" and "/Dest" in a)
                 or (a.get("/A") or {}).get("/S") == "/GoTo"]
     assert len(internal) >= 50, f"only {len(internal)} internal links (cross-references)"
     assert student.outline, "the PDF has no outline (bookmarks)"

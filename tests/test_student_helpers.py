@@ -56,13 +56,13 @@ def test_right_forms_pass_and_hand_the_value_out(cells):
                                      (cells[5], "p3.e.text", {"id": "p3.e.text", "text": "because"})):
         assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
         assert protocol.handed_in(cell, answer_id) == payload
-        shown = [o for o in cell.outputs if o.output_type == "display_data"][0].data["text/plain"]
+        shown = next(o for o in cell.outputs if o.output_type == "display_data").data["text/plain"]
         assert shown == f"{answer_id}: form checks passed; the value is graded after you submit"
         json.dumps(payload)
 
 
 def test_a_missing_name_gets_a_hint(cells):
-    error = [o for o in cells[4].outputs if o.output_type == "error"][0]
+    error = next(o for o in cells[4].outputs if o.output_type == "error")
     assert error.ename == "NameError"
     assert error.traceback[-1].startswith("Hint: name 'K_undefined'")
 

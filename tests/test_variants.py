@@ -8,6 +8,7 @@ reference data the book prints (zero on every autograded part, and named in the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -86,10 +87,10 @@ def test_reserved_ids_get_the_course_data_and_variants_are_stable():
 
 def test_the_command_line_prints_the_same_data_and_key_in_a_fresh_process(tmp_path):
     run = [sys.executable, "-m", "rbtutor"]
-    out = subprocess.run(run + ["data", "--student", "student042"], capture_output=True, text=True, check=True)
+    out = subprocess.run([*run, "data", "--student", "student042"], capture_output=True, text=True, check=True)
     assert out.stdout == to_yaml(variant(DATA, "student042"))
     assert read_yaml(out.stdout) == variant(DATA, "student042")
-    key = json.loads(subprocess.run(run + ["key", "--student", "student042", "--format", "json", "--problem", "3"],
+    key = json.loads(subprocess.run([*run, "key", "--student", "student042", "--format", "json", "--problem", "3"],
                                     capture_output=True, text=True, check=True).stdout)
     own = student_key(DATA, "student042", [3])
     assert set(key) == set(own)
@@ -97,14 +98,14 @@ def test_the_command_line_prints_the_same_data_and_key_in_a_fresh_process(tmp_pa
         assert key[name]["value"] == pytest.approx(float(answer.value), rel=1e-15), name
     cls = tmp_path / "class.txt"
     cls.write_text("# my class\nalice\n\nbob\n")
-    done = subprocess.run(run + ["data", "--class", str(cls), "--out", str(tmp_path / "out")],
+    done = subprocess.run([*run, "data", "--class", str(cls), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, check=True)
     assert "2 students" in done.stdout
     assert read_yaml((tmp_path / "out" / "bob.yaml").read_text()) == variant(DATA, "bob")
     rows = (tmp_path / "out" / "key.csv").read_text().splitlines()
     assert rows[0] == "student,id,unit,value"
     assert len(rows) == 1 + 2 * len(answer_key(DATA))
-    bad = subprocess.run(run + ["data", "--students", "a,../b", "--out", str(tmp_path / "x")],
+    bad = subprocess.run([*run, "data", "--students", "a,../b", "--out", str(tmp_path / "x")],
                          capture_output=True, text=True)
     assert bad.returncode == 2
     assert "plain student ids" in bad.stderr
@@ -357,7 +358,7 @@ def test_copied_numbers_fail_another_students_key(variants):
                 and not isinstance(a.value, str) and not k.endswith("max_C_plus_CT")]
     fits = 0
     total = 0
-    for own, other in zip(IDS[:40], IDS[1:41], strict=True):
+    for own, other in itertools.pairwise(IDS[:41]):
         mine = student_key(DATA, own, [1, 2, 3, 5, 6, 7, 9])
         theirs = student_key(DATA, other, [1, 2, 3, 5, 6, 7, 9])
         for name in measured:
