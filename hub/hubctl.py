@@ -54,6 +54,7 @@ This script uses the standard library only: it runs before the course environmen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -707,16 +708,12 @@ def end_leftovers(grace: float = 10.0) -> None:
         return
     say(f"ending {len(left)} process(es) the hub left running: " + "; ".join(f"{p} {c}" for p, c in left.items()))
     for pid in left:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     for pid in wait_gone(left, grace):
         say(f"pid {pid} did not end within {grace:.0f} s of SIGTERM: killed")
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def stop(timeout: float = 45.0) -> bool:

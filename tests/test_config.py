@@ -83,7 +83,8 @@ def test_the_table_lists_each_option_with_value_unit_and_description():
     assert len(table) == 2 + len(OPTIONS)
     for spec, line in zip(OPTIONS, table[2:], strict=True):
         assert line.startswith(spec.name + " ")
-        assert spec.metadata["unit"] in line and line.endswith(spec.metadata["help"])
+        assert spec.metadata["unit"] in line
+        assert line.endswith(spec.metadata["help"])
 
 
 def test_a_course_setting_and_the_environment_are_shown_as_such():
@@ -95,7 +96,8 @@ def test_a_course_setting_and_the_environment_are_shown_as_such():
     assert rows["outputs_max_output_bytes"]["set_in"] == ["c.CapOutput.max_output_bytes"]
     assert rows["outputs_max_output_bytes"]["default"] == GRADING.outputs_max_output_bytes
     assert rows["outputs_max_answer_bytes"]["set_in"] == ["c.CapOutput.max_answer_bytes"]
-    assert rows["sandbox_nproc"]["value"] == "64" and rows["sandbox_nproc"]["set_in"] == ["$RBTUTOR_KERNEL_NPROC"]
+    assert rows["sandbox_nproc"]["value"] == "64"
+    assert rows["sandbox_nproc"]["set_in"] == ["$RBTUTOR_KERNEL_NPROC"]
     assert rows["intake_max_files"]["set_in"] == []
 
 

@@ -104,7 +104,8 @@ def test_two_graders_on_postgresql_give_the_sqlite_grades(collected, postgres_se
     # the grades differ from student to student, so a mix-up could not pass unseen
     ann = sum(v[0] for (s, _), v in reference.items() if s == "ann")
     ben = sum(v[0] for (s, _), v in reference.items() if s == "ben")
-    assert ann > ben and {s for s, _ in reference} == {"ann", "ben", "cat"}
+    assert ann > ben
+    assert {s for s, _ in reference} == {"ann", "ben", "cat"}
 
     # consistent: one row per student, submission, notebook and grade; totals agree with the grades
     counts = postgres_server.psql(
@@ -143,12 +144,14 @@ def test_gradebooks_share_one_engine_per_database(backend, request, tmp_path, mo
         engine = first.engine
     assert engine.pool.checkedout() == 0  # closed: nothing held
     with Gradebook(url, course_id="rbtutor") as second, Gradebook(url, course_id="rbtutor") as third:
-        assert second.engine is engine and third.engine is engine
+        assert second.engine is engine
+        assert third.engine is engine
         second.add_student("ben")
         assert sorted(s.id for s in third.students) == ["ann", "ben"]
     other = f"sqlite:///{tmp_path / 'other.db'}"
     with Gradebook(other, course_id="rbtutor") as elsewhere:
-        assert elsewhere.engine is not engine and elsewhere.students == []
+        assert elsewhere.engine is not engine
+        assert elsewhere.students == []
 
 
 def test_export_and_class_report_read_the_postgresql_gradebook(collected, postgres_server, tmp_path):  # noqa: F811
@@ -176,7 +179,8 @@ def test_export_and_class_report_read_the_postgresql_gradebook(collected, postgr
     with Gradebook(url, course_id="rbtutor") as gradebook:
         final = {s.student.id: s.score - s.late_submission_penalty for s in gradebook.find_assignment(NAME).submissions}
         pending = {s.student.id for s in gradebook.find_assignment(NAME).submissions if s.needs_manual_grade}
-    assert sorted(final) == ["ann", "ben", "cat"] and final["ann"] > final["ben"]
+    assert sorted(final) == ["ann", "ben", "cat"]
+    assert final["ann"] > final["ben"]
 
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id,name,email,lms_id,sis_user_id,sis_login_id,section\n"
@@ -198,4 +202,5 @@ def test_export_and_class_report_read_the_postgresql_gradebook(collected, postgr
     expected = (f"Histogram of final scores for {NAME}: {len(scores)} students graded, median "
                 f"{statistics.median(scores):.4g}")
     assert any(image["alt"].startswith(expected) for image in page.images), [i["alt"] for i in page.images]
-    assert len(page.images) == 2 and f"Parts of {NAME}" in page.tables
+    assert len(page.images) == 2
+    assert f"Parts of {NAME}" in page.tables

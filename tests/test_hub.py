@@ -280,7 +280,8 @@ def run_loop(browser, passwords):
         menu = s.page.locator(".lm-Menu-content").inner_text()
         s.shot(f"02-{student}-nbgrader-menu")
         assert "Assignment List" in menu
-        assert "Formgrader" not in menu and "Course List" not in menu, menu
+        assert "Formgrader" not in menu, menu
+        assert "Course List" not in menu, menu
         s.page.keyboard.press("Escape")
         s.page.click("text=View")
         s.page.click(".lm-Menu-itemLabel:text-is('Property Inspector')")  # where Create Assignment would be
@@ -306,7 +307,8 @@ def run_loop(browser, passwords):
             assert message.locator("p").first.inner_text() == "This cell needs fixing:", message.inner_html()
             assert message.locator("details").count() > 0, message.inner_html()
             shown = message.locator(":scope > pre").all_inner_texts()  # the reasons, outside the folds
-            assert shown and not any("Traceback" in text for text in shown), message.inner_html()
+            assert shown, message.inner_html()
+            assert not any("Traceback" in text for text in shown), message.inner_html()
             assert any("is not defined" in text for text in shown), shown
             dialog.locator("button").last.click()
             dialog.wait_for(state="detached")
@@ -330,7 +332,8 @@ def run_loop(browser, passwords):
             f"{attempts_logged()} after"
         text = dialog.inner_text()
         # a sign error passes the form checks: the dialog must not call the notebook right
-        assert "Form checks passed" in text and "graded after you submit" in text, text
+        assert "Form checks passed" in text, text
+        assert "graded after you submit" in text, text
         assert "passes all the tests" not in text, text
         dialog.locator("button").last.click()
         fetched.locator("button:text-is('Submit')").first.click()
@@ -372,7 +375,8 @@ def run_loop(browser, passwords):
     denied = subprocess.run(["runuser", "-u", "student1", "--", "cat",
                              str(hubctl.home("student2") / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")],
                             capture_output=True, text=True)
-    assert denied.returncode != 0 and "Permission denied" in denied.stderr
+    assert denied.returncode != 0
+    assert "Permission denied" in denied.stderr
     inbound = hubctl.EXCHANGE / hubctl.COURSE_ID / "inbound"
     listing = subprocess.run(["runuser", "-u", "student1", "--", "ls", str(inbound)], capture_output=True, text=True)
     assert listing.returncode != 0, f"student1 can list the inbound folder: {listing.stdout}"
@@ -403,7 +407,8 @@ def run_loop(browser, passwords):
     teacher.page.wait_for_selector("table")
     stats = teacher.page.locator("table").inner_text()
     teacher.shot("06c-instructor-check-stats")
-    assert "p3.b.K" in stats and "sign: 1" in stats, stats
+    assert "p3.b.K" in stats, stats
+    assert "sign: 1" in stats, stats
     refused = sessions["student1"].page.request.get(f"{hubctl.URL}/services/rbtutor-check/stats")
     assert refused.status == 403, refused.status
     page = teacher.page
@@ -422,7 +427,8 @@ def run_loop(browser, passwords):
     assert not elsewhere, f"the Formgrader page asked other hosts: {elsewhere}"
     # the model answer and rubric in view, below the written answer being graded
     note = page.locator("div.rbtutor-grader-note").first
-    assert "For the grader, p3_a_derivation" in note.inner_text() and "Rubric" in note.inner_text()
+    assert "For the grader, p3_a_derivation" in note.inner_text()
+    assert "Rubric" in note.inner_text()
     # the inputs are in the page before the Formgrader's script has fetched the grades and bound
     # its save handlers to them: a score typed earlier would never be saved
     page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded")
@@ -463,7 +469,8 @@ def run_loop(browser, passwords):
         # JupyterLab's own HTML viewer (a sandboxed frame, no scripts): the formulas are MathML
         s.page.frame_locator(".jp-HTMLViewer iframe").locator("math").first.wait_for()
         s.shot(f"10-{student}-feedback-open")
-        assert "<math" in html and "mathjax" not in html.lower(), "feedback formulas must be MathML, no MathJax"
+        assert "<math" in html, "feedback formulas must be MathML, no MathJax"
+        assert "mathjax" not in html.lower(), "feedback formulas must be MathML, no MathJax"
         if sign_error:
             for pattern in key:
                 assert not re.search(pattern, html), f"a key value ({pattern}) is in student2's feedback"
@@ -602,7 +609,8 @@ def secrets_out_of_reach(session: Session, data_cells: dict[str, str]) -> None:
     name = made.json()["name"]
     try:
         status, out = in_terminal(session, name, "command -v python")
-        assert status == 0 and f"{hubctl.STUDENT_VENV}/bin/python" in out, out
+        assert status == 0, out
+        assert f"{hubctl.STUDENT_VENV}/bin/python" in out, out
         attack = "--student student2 --data /srv/rbtutor/problem_data.yaml"
         for command, reason in [
             (f"python -m rbtutor key {attack}", "No module named rbtutor"),
@@ -612,8 +620,8 @@ def secrets_out_of_reach(session: Session, data_cells: dict[str, str]) -> None:
             (f"cat {hubctl.COURSE_DATA}", "Permission denied"),
         ]:
             status, out = in_terminal(session, name, command)
-            assert status != 0 and re.search(reason, out), \
-                f"{command}: exit {status}, expected {reason!r}:\n{out[-1500:]}"
+            assert status != 0, f"{command}: exit {status}, expected {reason!r}:\n{out[-1500:]}"
+            assert re.search(reason, out), f"{command}: exit {status}, expected {reason!r}:\n{out[-1500:]}"
     finally:
         session.api("DELETE", f"api/terminals/{name}")
 
@@ -621,8 +629,10 @@ def secrets_out_of_reach(session: Session, data_cells: dict[str, str]) -> None:
     asked = as_student("student1", "python -", stdin=_ASK_FETCH_SERVICE)
     assert asked.returncode == 0, asked.stderr
     replies = json.loads(asked.stdout)
-    assert replies["own"][0] == 200 and data_cell(replies["own"][1]["notebook"]) == data_cells["student1"], replies
-    assert replies["named"][0] == 400 and "unknown: ['student']" in replies["named"][1]["error"], replies["named"]
+    assert replies["own"][0] == 200, replies
+    assert data_cell(replies["own"][1]["notebook"]) == data_cells["student1"], replies
+    assert replies["named"][0] == 400, replies["named"]
+    assert "unknown: ['student']" in replies["named"][1]["error"], replies["named"]
     assert replies["anonymous"][0] == 401, replies["anonymous"]
     assert replies["escape"][0] == 400, replies["escape"]
 
@@ -697,7 +707,8 @@ def export_for_canvas() -> None:
     assert CANVAS_FILE.stat().st_uid == owner.st_uid, "the file is the instructor's"
     with CANVAS_FILE.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
-    assert rows[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"] and ASSIGNMENT in rows[0]
+    assert rows[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert ASSIGNMENT in rows[0]
     assert rows[1][0] == "Points Possible"
     cells = {row[3]: row[rows[0].index(ASSIGNMENT)] for row in rows[2:]}
     with (COURSE / "grades.csv").open() as handle:
@@ -720,11 +731,13 @@ def class_report_in_browser(teacher) -> None:
     page.on("request", lambda r: elsewhere.append(r.url) if not r.url.startswith((hubctl.URL, "data:")) else None)
     url = f"{teacher.base}/files/{COURSE.relative_to(hubctl.home('instructor'))}/report/index.html"
     response = page.goto(url)
-    assert response is not None and response.ok, f"{url}: {response and response.status}"
+    assert response is not None, f"{url}: {response and response.status}"
+    assert response.ok, f"{url}: {response and response.status}"
     page.wait_for_selector(f"h2:text-is('{ASSIGNMENT}')")
     images = page.evaluate("() => [...document.images].map(i => ({alt: i.alt, width: i.naturalWidth}))")
     page.screenshot(path=str(SHOTS / "11-instructor-class-report.png"), full_page=True)
-    assert len(images) == 2 and all(i["width"] > 100 for i in images), images
+    assert len(images) == 2, images
+    assert all(i["width"] > 100 for i in images), images
     alts = [i["alt"] for i in images]
     graded = len(read_grades())
     assert alts[0].startswith(f"Histogram of final scores for {ASSIGNMENT}: {graded} students graded"), alts

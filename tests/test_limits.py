@@ -96,7 +96,8 @@ def test_the_socket_folder_is_a_few_kib_of_the_kernels_own(course, bwrap):
         with open({sandbox.SOCKETS!r} + "/fill", "wb") as handle:
             handle.write(b"x" * 10_000_000)
     """)])
-    assert results(texts) == ["OSError"] and "No space left on device" in texts[0], texts
+    assert results(texts) == ["OSError"], texts
+    assert "No space left on device" in texts[0], texts
     size = int(texts[0].split("SIZE ")[1].split()[0])
     assert size <= sandbox.SOCKET_FS_SIZE, texts  # a few KiB
     assert int(texts[0].split("SOCKETS ")[1].split()[0]) == 5, texts  # the kernel's five sockets are there
@@ -156,7 +157,8 @@ def test_twenty_children_share_one_memory_limit(course, tmp_path, monkeypatch):
     assert int(text.split("KILLED ")[1].split()[0]) >= 10, text  # at most 4 of 128 MiB fit at once
     assert nb.cells[1].outputs[0].text == "after 42\n"
     limit = [e for e in events if e["kind"] == "memory_limit"]
-    assert limit and limit[0]["limit"] == 512 * 2**20, events
+    assert limit, events
+    assert limit[0]["limit"] == 512 * 2**20, events
     assert sandbox.DEFAULT_TREE_MEMORY == 2 * 2**30
 
 
@@ -194,7 +196,8 @@ def test_each_submission_has_its_own_seed_whichever_way_its_kernel_starts(one_co
     other = draw(bounded_execute(work, [DRAW], tmp_path, "s2")[0])
     assert fresh == copy, (fresh, copy)
     assert other[:2] != copy[:2], (other, copy)
-    assert other[2:] == copy[2:] and copy[3] == "0"  # one fixed hash seed (PYTHONHASHSEED=0) for every kernel
+    assert other[2:] == copy[2:]
+    assert copy[3] == "0"  # one fixed hash seed (PYTHONHASHSEED=0) for every kernel
     assert float(copy[0]) == random.Random(kernel_seed("test-salt", "s1", "a")).random()
 
 
@@ -203,7 +206,8 @@ def test_kernel_seed_is_per_submission():
     assert seed == kernel_seed("salt", "s1", "problem03")  # a re-grade draws the same numbers
     others = {kernel_seed("salt", "s2", "problem03"), kernel_seed("salt", "s1", "problem04"),
               kernel_seed("other salt", "s1", "problem03")}
-    assert seed not in others and len(others) == 3
+    assert seed not in others
+    assert len(others) == 3
 
 
 # --------------------------------------------------------------------------- the zygote's socket
@@ -263,7 +267,8 @@ def test_a_silent_peer_stalls_no_one(one_course, monkeypatch):
         silent.connect("\0" + name)
         started = time.monotonic()
         texts, record, _ = run_cells(work, ["import sys; print('PRELOADED', 'sympy' in sys.modules)"])
-        assert texts == ["PRELOADED True\n"] and not record["notices"], (texts, record)
+        assert texts == ["PRELOADED True\n"], (texts, record)
+        assert not record["notices"], (texts, record)
         assert time.monotonic() - started < zygote_module.RECEIVE_TIMEOUT + 20
         silent.settimeout(zygote_module.RECEIVE_TIMEOUT + 30)
         assert silent.recv(16) == b""  # closed by the zygote, not left open forever
@@ -293,7 +298,8 @@ def test_the_kernel_never_writes_to_the_graders_streams(course, capfd, tmp_path)
     _, work = course
     nb, events = bounded_execute(work, [FORGE, "print('after')"], tmp_path)
     seen = capfd.readouterr()
-    assert "alice" not in seen.out + seen.err and "forged" not in seen.out + seen.err
+    assert "alice" not in seen.out + seen.err
+    assert "forged" not in seen.out + seen.err
     assert "y" * 1000 not in seen.out + seen.err
     # stdin is empty (the kernel's own captured fd output may be interleaved with this line)
     assert re.search(r"STDIN.*b''", "".join(o.get("text", "") for o in nb.cells[0].outputs), re.S)
@@ -301,10 +307,12 @@ def test_the_kernel_never_writes_to_the_graders_streams(course, capfd, tmp_path)
     named = [e for e in events if e["kind"] == "kernel_output"]
     # counted past what is kept (ipykernel copies fd output to the pipe from a thread of its own, which the
     # kernel's shutdown may cut short of the full 60 MB)
-    assert named and named[0]["bytes"] > 10 * sandbox.OUTPUT_KEEP, events
+    assert named, events
+    assert named[0]["bytes"] > 10 * sandbox.OUTPUT_KEEP, events
     kept = named[0]["output"]
     # what the instructor sees of it: the first 2000 characters (stdout and stderr arrive in either order)
-    assert ("[1/1] alice" in kept or "bob problem03: forged" in kept) and len(kept) <= 2000, kept[:300]
+    assert "[1/1] alice" in kept or "bob problem03: forged" in kept, kept[:300]
+    assert len(kept) <= 2000, kept[:300]
 
 
 # --------------------------------------------------------------------------- helpers of the grader
@@ -336,7 +344,9 @@ def test_a_kernel_stopped_over_its_memory_is_named_so(one_course, tmp_path, monk
     assert nb.cells[0].outputs[0].text == "before\n"
     assert "memory limit" in nb.cells[1].outputs[-1].evalue, nb.cells[1].outputs
     kinds = [e["kind"] for e in events]
-    assert "memory_limit" in kinds and "kernel_died" in kinds and "cells_not_run" in kinds, events
+    assert "memory_limit" in kinds, events
+    assert "kernel_died" in kinds, events
+    assert "cells_not_run" in kinds, events
 
 
 def test_a_grader_bug_leaves_the_submission_not_graded(tmp_path, monkeypatch, capsys):
@@ -371,7 +381,8 @@ def test_a_grader_bug_leaves_the_submission_not_graded(tmp_path, monkeypatch, ca
     assert grade(CourseLayout(course), jobs=1) == 1
     out, err = capsys.readouterr()
     assert "alice problem03: NOT GRADED" in out, out
-    assert "could not grade alice problem03" in err and "a bug in the grader" in err, err
+    assert "could not grade alice problem03" in err, err
+    assert "a bug in the grader" in err, err
     assert not (course / "autograded" / "alice" / "problem03" / "problem03.ipynb").exists()
     report = (course / "integrity_report.md").read_text() if (course / "integrity_report.md").exists() else ""
     assert "message_malformed" not in report

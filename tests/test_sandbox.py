@@ -63,7 +63,7 @@ def course(request, tmp_path, monkeypatch):
     return make_course(tmp_path)
 
 
-@pytest.fixture()
+@pytest.fixture
 def one_course(tmp_path, monkeypatch):
     """A scratch course, for the tests that choose how kernels start themselves."""
     require_sandbox()
@@ -149,8 +149,11 @@ def test_course_files_cannot_be_read(course):
     found = results(out)
     for path, result, text in zip(paths, found, out, strict=False):
         assert result in ("PermissionError", "FileNotFoundError"), (path, text)
-        assert SECRET not in text and "other student" not in text and "nbgrader" not in text, (path, text)
-    assert "submitted" not in out[-1] and "gradebook" not in out[-1], out[-1]
+        assert SECRET not in text, (path, text)
+        assert "other student" not in text, (path, text)
+        assert "nbgrader" not in text, (path, text)
+    assert "submitted" not in out[-1], out[-1]
+    assert "gradebook" not in out[-1], out[-1]
 
 
 def test_writes_outside_the_working_folder_fail(course):
@@ -209,7 +212,8 @@ def test_memory_is_bounded(course):
                          probe("print(sum(range(10)))")])
     assert results(out)[0] == "MemoryError", out
     assert results(out)[1] in ("OSError", "MemoryError"), out
-    assert results(out)[2] == "ok" and "45" in out[2], out  # the kernel survives
+    assert results(out)[2] == "ok", out
+    assert "45" in out[2], out  # the kernel survives
 
 
 def test_fork_loop_hits_the_process_limit(course):
@@ -249,18 +253,22 @@ def test_launcher_refuses_to_run_unconfined(course, tmp_path):
     launcher = [sys.executable, "-m", "rbtutor.grading.sandbox", "-f"]
     tcp = connection_file(tmp_path, "tcp", "127.0.0.1")
     proc = subprocess.run([*launcher, str(tcp)], cwd=work, capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 2 and 'c.KernelManager.transport = "ipc"' in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert 'c.KernelManager.transport = "ipc"' in proc.stderr, proc.stderr
     assert proc.stderr.startswith("rbtutor.grading.sandbox: not starting the grading kernel: ")
     assert "c.KernelManager.ip = rbtutor.grading.sandbox.ipc_prefix()" in proc.stderr, proc.stderr
     run = Path(sandbox.ipc_prefix()).parent
     ipc = connection_file(run, "ipc", str(run / "kernel"))
     env = {**os.environ, "RBTUTOR_BWRAP": "/nonexistent/bwrap"}
     proc = subprocess.run([*launcher, str(ipc)], cwd=work, capture_output=True, text=True, env=env, timeout=30)
-    assert proc.returncode == 2 and "bwrap" in proc.stderr and "not found" in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "bwrap" in proc.stderr, proc.stderr
+    assert "not found" in proc.stderr, proc.stderr
     # a bwrap that cannot make its namespaces (as where user namespaces are disabled): refused, with why
     env["RBTUTOR_BWRAP"] = shutil.which("false")
     proc = subprocess.run([*launcher, str(ipc)], cwd=work, capture_output=True, text=True, env=env, timeout=30)
-    assert proc.returncode == 2 and "cannot create its namespaces" in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot create its namespaces" in proc.stderr, proc.stderr
 
 
 def test_the_kernelspec_launcher_imports_this_package_alone(tmp_path):
@@ -270,7 +278,8 @@ def test_the_kernelspec_launcher_imports_this_package_alone(tmp_path):
     sandbox.install()
     spec = Path(sys.prefix, "share", "jupyter", "kernels", sandbox.KERNEL_NAME, "kernel.json")
     argv = json.loads(spec.read_text())["argv"]
-    assert argv[:2] == [sys.executable, "-I"] and argv[3:] == ["-f", "{connection_file}"], argv
+    assert argv[:2] == [sys.executable, "-I"], argv
+    assert argv[3:] == ["-f", "{connection_file}"], argv
     assert Path(argv[2]) == Path(sandbox.__file__).resolve().with_name("__main__.py"), argv
     proc = subprocess.run([sys.executable, "-X", "importtime", *argv[1:3]], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
@@ -353,7 +362,8 @@ def test_kernel_works_for_an_ordinary_grader(start):
         out = json.loads(proc.stdout.split("OUT ", 1)[1])
         found = results(out)
         # the kernel writes into its private tmpfs, never into the grader's folder
-        assert found[0] == "ok" and not (work / "mine.txt").exists(), out
+        assert found[0] == "ok", out
+        assert not (work / "mine.txt").exists(), out
         assert found[1] in ("PermissionError", "FileNotFoundError"), out
         assert found[2] in ("PermissionError", "FileNotFoundError", "OSError"), out
         assert f"LIMITS {sandbox.DEFAULT_MEMORY}" in out[3], out
@@ -361,9 +371,11 @@ def test_kernel_works_for_an_ordinary_grader(start):
         assert f"PRELOADED {start == 'zygote'}" in out[5], (out, proc.stderr[-2000:])
         assert "FACTS " in out[6], out
         facts = json.loads(out[6].split("FACTS ", 1)[1])
-        assert facts["status"]["Uid"] == ["65534"] * 4 and facts["status"]["NoNewPrivs"] == ["1"], facts
+        assert facts["status"]["Uid"] == ["65534"] * 4, facts
+        assert facts["status"]["NoNewPrivs"] == ["1"], facts
         assert all(set(facts["status"][k]) == {"0000000000000000"} for k in facts["status"] if k.startswith("Cap"))
-        assert facts["pid"] in facts["processes"] and set(facts["processes"]) <= {1, 2, 3}, facts
+        assert facts["pid"] in facts["processes"], facts
+        assert set(facts["processes"]) <= {1, 2, 3}, facts
         # and no new user namespace can be made inside (bwrap's --disable-userns holds for the copy)
         assert found[7] == "ok", out
         assert (course / "gradebook.db").read_text() == SECRET
@@ -443,14 +455,17 @@ def test_a_zygote_copy_is_confined_as_a_fresh_kernel(one_course, monkeypatch):
     monkeypatch.setenv("RBTUTOR_ZYGOTE", address)
     copy = kernel_facts(work)
     copy_grader = grader_descriptors(sandbox.zygote_address(address)[1])
-    assert not fresh["preloaded"] and copy["preloaded"]  # the copy really came from the zygote
+    assert not fresh["preloaded"]
+    assert copy["preloaded"]  # the copy really came from the zygote
     for facts in (fresh, copy):
         assert all(set(facts["status"][k]) == {"0000000000000000"} for k in facts["status"] if k.startswith("Cap"))
         assert facts["status"]["NoNewPrivs"] == ["1"]
-        assert len(set(facts["status"]["Uid"])) == 1 and facts["status"]["Uid"] == facts["status"]["Gid"]
+        assert len(set(facts["status"]["Uid"])) == 1
+        assert facts["status"]["Uid"] == facts["status"]["Gid"]
         # only its sandbox's processes: bwrap's init, the placeholder and itself; its parent is bwrap's
         # init (1) or, for a copy of the zygote, outside the sandbox (0)
-        assert facts["pid"] in facts["processes"] and set(facts["processes"]) <= {1, 2, 3}, facts
+        assert facts["pid"] in facts["processes"], facts
+        assert set(facts["processes"]) <= {1, 2, 3}, facts
         assert facts["ppid"] == (0 if facts["preloaded"] else 1), facts
         assert not facts["new_user_namespace"]
         mine = {n: os.readlink(f"/proc/self/ns/{n}") for n in facts["ns"]}
@@ -490,7 +505,8 @@ def assert_own_descriptors(facts: dict, grader: set[tuple[int, int]]) -> None:
     for fd, (target, dev, ino, mode, seen) in facts["descriptors"].items():
         kind = kinds.get(mode, "other")
         if target == "/dev/null":  # the one device everyone shares
-            assert kind == "device" and seen == [dev, ino], (fd, target)
+            assert kind == "device", (fd, target)
+            assert seen == [dev, ino], (fd, target)
             continue
         if target.startswith("anon_inode:"):  # event fds, epoll: one inode for all of them, nothing to compare
             continue
@@ -601,4 +617,5 @@ def test_an_unusable_zygote_falls_back_to_a_fresh_kernel(one_course, monkeypatch
     _, work = one_course
     monkeypatch.setenv("RBTUTOR_ZYGOTE", "rbtutor-zygote-that-is-not-there")
     facts = kernel_facts(work)
-    assert not facts["preloaded"] and facts["status"]["NoNewPrivs"] == ["1"]
+    assert not facts["preloaded"]
+    assert facts["status"]["NoNewPrivs"] == ["1"]

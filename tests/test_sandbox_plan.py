@@ -136,12 +136,15 @@ def test_every_namespace_is_new_and_the_sandbox_dies_with_its_launcher(folders):
     for command in (unprivileged, privileged):
         flags = [name for name, *_ in operations(command)]
         assert set(NAMESPACES) <= set(flags), flags
-        assert "--die-with-parent" in flags and "--clearenv" in flags, flags
+        assert "--die-with-parent" in flags, flags
+        assert "--clearenv" in flags, flags
         assert flags.index("--clearenv") < min(
             [flags.index("--setenv")] if "--setenv" in flags else [len(flags)]), flags
-    assert "--unshare-user" in unprivileged and "--disable-userns" in unprivileged
+    assert "--unshare-user" in unprivileged
+    assert "--disable-userns" in unprivileged
     # as root, no user namespace: setpriv drops to a real uid, which RLIMIT_NPROC then counts
-    assert "--unshare-user" not in privileged and "--disable-userns" not in privileged
+    assert "--unshare-user" not in privileged
+    assert "--disable-userns" not in privileged
 
 
 def test_the_system_and_the_environment_are_bound_read_only(folders):
@@ -174,7 +177,8 @@ def test_tmpfs_sizes_and_modes(folders):
     made = [args[0] for name, args, _, perms in operations(plan.bwrap) if name == "--dir" and perms == "0755"]
     assert made[-2:] == [course + "/autograded", course + "/autograded/student1"]
     hidden = [args[0] for name, args, *_ in operations(plan.bwrap) if name == "--remount-ro"]
-    assert course in hidden and str(folders["package"].parent) in hidden
+    assert course in hidden
+    assert str(folders["package"].parent) in hidden
     assert {str(p) for p in map(Path, ALWAYS_HIDDEN) if p.exists()} <= set(tmpfs)
     order = [args[-1] if args else name for name, args, *_ in operations(plan.bwrap)]
     # later mounts cover earlier ones: the root first, the course over it, the working folder inside the
@@ -201,9 +205,11 @@ def test_the_kernel_reaches_its_sockets_in_a_folder_of_its_own(folders):
     read-only from the grader's socket folder, which itself is never shown to the kernel."""
     plan = sandbox_plan(inputs(folders))
     assert plan.args == ["-f", CONNECTION, "--HistoryManager.enabled=False"]
-    assert plan.run == str(folders["run"]) and plan.name == "kernel-7"
+    assert plan.run == str(folders["run"])
+    assert plan.name == "kernel-7"
     connection = kernel_connection(plan.connection)
-    assert connection["ip"] == f"{SOCKETS}/kernel" and connection["key"] == "secret-key"
+    assert connection["ip"] == f"{SOCKETS}/kernel"
+    assert connection["key"] == "secret-key"
     assert plan.connection["ip"] == str(folders["run"] / "kernel")  # the grader's, unchanged
     shown = {args[0] for name, args, *_ in operations(plan.bwrap) if name == "--ro-bind"}
     assert shown == {"/", str(folders["venv"]), str(folders["base"]), str(folders["work"]),
@@ -226,7 +232,8 @@ def test_grading_as_root_drops_to_the_sandbox_user(folders):
     user = sandbox_plan(as_user(folders, sandbox_uid=uid))
     assert user.uid is None
     argv = fresh_kernel_argv(user)
-    assert "setpriv" not in argv and argv[len(user.bwrap) + 1] == "prlimit"
+    assert "setpriv" not in argv
+    assert argv[len(user.bwrap) + 1] == "prlimit"
 
 
 def test_the_environment_is_only_what_the_plan_sets(folders):
@@ -249,7 +256,8 @@ def test_library_folders_outside_the_view_are_bound_read_only(folders, tmp_path)
     plan = sandbox_plan(inputs(folders, import_path=[str(library), str(in_course), "", "/usr/lib/python3"]))
     ro = mounts(plan.bwrap, "--ro-bind")
     assert ro[str(library)] == (str(library),)
-    assert str(in_course) not in ro and "/usr/lib/python3" not in ro
+    assert str(in_course) not in ro
+    assert "/usr/lib/python3" not in ro
 
 
 def test_a_closed_ancestor_is_hidden_when_grading_as_root(folders):
