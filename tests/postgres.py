@@ -6,6 +6,11 @@ them) on a free loopback port in a temporary folder, through :class:`hub.pgserve
 (as the ``postgres`` system user when the tests run as root: PostgreSQL refuses root), and
 stops it and removes the folder after the session. Without the binaries the tests skip
 locally, saying so, and fail in CI.
+
+Why not pytest-postgresql's ``postgresql_proc``: it runs ``pg_ctl`` as the user running the
+tests, which PostgreSQL refuses when that is root, as in CI (its issues #341 and #455), and the
+hub starts its gradebook server with the same :class:`PostgresServer`, so this fixture also
+tests the hub's own start-up.
 """
 
 from __future__ import annotations
