@@ -118,6 +118,23 @@ def test_each_student_s_own_due_date_is_in_the_gradebook_and_grades_csv(graded_c
     assert first["classmate"]["due"] == f"{DUE.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
+@pytest.mark.parametrize(("late", "text"), [
+    (dt.timedelta(seconds=30), "late by less than a minute"),
+    (dt.timedelta(minutes=40, seconds=59), "late by 40 min"),
+    (dt.timedelta(days=1, hours=2, minutes=5, microseconds=7), "late by 1 day 2 h 5 min"),
+    (dt.timedelta(days=2, hours=3), "late by 2 days 3 h"),
+])
+def test_the_grader_s_note_writes_durations_as_people_do(late, text):
+    from rbtutor.grading.grader_notes import due_date_note
+
+    due = dt.datetime(2030, 3, 1, 12)
+    source = due_date_note(due, dt.timedelta(days=3), due + late).source
+    assert "an extension of 3 days on the class's 2030-02-26 12:00 UTC" in source, source
+    assert f"{text}." in source, source
+    assert ":00:00" not in source, source  # never a timedelta's own str()
+    assert "on time" in due_date_note(due, None, due).source
+
+
 def test_the_formgrader_shows_each_student_s_own_due_date(graded_class):
     """The notebook the Formgrader shows (autograded/) opens with a grader's note of the student's own
     due date and submission time; the student's feedback page leaves it out."""
@@ -133,7 +150,7 @@ def test_the_formgrader_shows_each_student_s_own_due_date(graded_class):
         submitted = HANDED_IN[student].astimezone(dt.UTC)
         assert f"submitted {submitted:%Y-%m-%d %H:%M} UTC" in note.source
         assert ("late by" in note.source) == (submitted > due), note.source
-        assert ("an extension of 3 days" in note.source) == (student == "extended"), note.source
+        assert ("an extension of 3 days on the class's" in note.source) == (student == "extended"), note.source
         assert sum("due for this student" in c.source for c in nb.cells) == 1
         page = (course / "feedback" / student / NAME / f"{NAME}.html").read_text()
         assert "due for this student" not in page

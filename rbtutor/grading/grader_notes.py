@@ -118,6 +118,19 @@ def _utc_text(when) -> str:
     return when.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _duration_text(span) -> str:
+    """A timedelta as a person writes it, to the minute: ``3 days``, ``1 day 2 h 5 min``, ``40 min``."""
+    minutes = int(span.total_seconds() // 60)
+    if minutes < 1:
+        return "less than a minute"
+    days, minutes = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(minutes, 60)
+    parts = [f"{days} day{'s' if days != 1 else ''}"] if days else []
+    parts += [f"{hours} h"] if hours else []
+    parts += [f"{minutes} min"] if minutes else []
+    return " ".join(parts)
+
+
 def due_date_note(due, extension, submitted):
     """The grader's note of one submission's own due date: ``due`` (the class's date plus
     ``extension``, a timedelta or None) and the submission time ``submitted``, all naive UTC as
@@ -125,10 +138,11 @@ def due_date_note(due, extension, submitted):
 
     text = f"**For the grader**: due for this student {_utc_text(due)}"
     if extension:
-        text += f", an extension of {extension} on the class's {_utc_text(due - extension)}"
+        text += f", an extension of {_duration_text(extension)} on the class's {_utc_text(due - extension)}"
     if submitted is not None:
-        late = (submitted - due).total_seconds()
-        text += f"; submitted {_utc_text(submitted)}, " + (f"late by {submitted - due}" if late > 0 else "on time")
+        late = submitted - due
+        text += f"; submitted {_utc_text(submitted)}, " + (f"late by {_duration_text(late)}" if late.total_seconds() > 0
+                                                             else "on time")
     return new_markdown_cell(_NOTE_FRAME.format(text + "."), metadata={"rbtutor": {GRADER_NOTE: True}})
 
 
