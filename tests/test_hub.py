@@ -5,7 +5,8 @@ answer (student1 right, student2 with a sign error in K), validate and submit in
 the instructor collects and grades with ``python -m rbtutor.course``, grades a written part
 in the Formgrader, re-grades, returns the feedback, exports the grades for Canvas and opens the
 class report (``report/index.html``) from their own server in the browser; the students fetch
-and open the feedback.
+and open the feedback. The course's due dates give student1 an extension: their fetched
+notebook, the Formgrader's copy and grades.csv show their own due date, student2's the class's.
 
 On the way, as a hostile student would: a Validate of a notebook with ``check()`` cells
 leaves the check count alone, and student1's own terminal (JupyterLab's, and commands run
@@ -45,6 +46,9 @@ import hubctl  # noqa: E402
 
 ASSIGNMENT = "problem03"
 COURSE = Path("/home/instructor/course")
+# due in the future, so nothing is late; student1 has three days more
+DUE_DATES = f"{ASSIGNMENT}:\n  due: 2030-03-01T12:00:00+00:00\n  extensions:\n    student1: 3d\n"
+OWN_DUE = {"student1": "04 March 2030, 12:00", "student2": "01 March 2030, 12:00"}
 
 
 def _unavailable(gradebook: str) -> str | None:
@@ -123,6 +127,15 @@ def reset_course_state() -> None:
     for name in ("gradebook.db", "gradebook.db.bak", "grades.csv", "integrity_report.md", "integrity_report.json",
                  "roster.csv", "grades-canvas.csv"):
         (COURSE / name).unlink(missing_ok=True)
+    # the instructor writes the due dates in the course folder; make hub (here: its step) keeps them
+    # where the fetch service reads them and links them back
+    due_dates = COURSE / "exercises" / "due_dates.yaml"
+    due_dates.unlink(missing_ok=True)
+    due_dates.write_text(DUE_DATES)
+    os.lchown(due_dates, owner.st_uid, owner.st_gid)
+    hubctl.ensure_due_dates(due_dates, (owner.st_uid, owner.st_gid))
+    assert due_dates.is_symlink()
+    assert hubctl.DUE_DATES.read_text() == DUE_DATES
     if hubctl.gradebook_url():  # the PostgreSQL gradebook: an empty database
         from pgserver import PostgresServer
 
@@ -295,7 +308,12 @@ def run_loop(browser, passwords):
         released.locator("button:text-is('Fetch')").click()
         s.page.locator("#fetched_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         s.shot(f"04-{student}-fetched")
-        data_cells[student] = data_cell(s.api("GET", f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb").json()["content"])
+        own_copy = s.api("GET", f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb").json()["content"]
+        data_cells[student] = data_cell(own_copy)
+        opening = "".join(own_copy["cells"][0]["source"])
+        assert "**Due:** " in opening, opening  # each student's own due date, from the fetch service
+        assert OWN_DUE[student] in opening, opening
+        assert ("your extended due date" in opening) == (student == "student1"), opening
         fetched = s.page.locator("#fetched_assignments_list")
         fetched.locator(f"text={ASSIGNMENT}").first.click()  # unfold the notebooks
         dialog = s.page.locator(".jp-Dialog")
@@ -388,6 +406,7 @@ def run_loop(browser, passwords):
     if hubctl.gradebook_url():  # graded into PostgreSQL, nothing into a SQLite file
         assert not (COURSE / "gradebook.db").exists()
     scores = read_grades()
+    own_due_dates_after_grading()
     assert scores["student1"] == ("6", "13"), scores  # each judged against their own key
     assert scores["student2"] == ("2", "13"), scores
     assert scores["student3"] == ("0", "13"), scores  # right for student1's ship, wrong for their own
@@ -426,7 +445,10 @@ def run_loop(browser, passwords):
     assert page.evaluate("() => MathJax.version").startswith("3."), page.evaluate("() => MathJax.version")
     assert not elsewhere, f"the Formgrader page asked other hosts: {elsewhere}"
     # the model answer and rubric in view, below the written answer being graded
-    note = page.locator("div.rbtutor-grader-note").first
+    notes = page.locator("div.rbtutor-grader-note")
+    due_note = notes.nth(0).inner_text()  # atop the notebook: student1's own due date, with the extension
+    assert "due for this student 2030-03-04 12:00 UTC, an extension of 3 days on the class's" in due_note, due_note
+    note = notes.nth(1)
     assert "For the grader, p3_a_derivation" in note.inner_text()
     assert "Rubric" in note.inner_text()
     # the inputs are in the page before the Formgrader's script has fetched the grades and bound
@@ -746,6 +768,20 @@ def class_report_in_browser(teacher) -> None:
     assert not problems, problems
     assert not elsewhere, f"the class report asked other hosts: {elsewhere}"
     page.close()
+
+
+def own_due_dates_after_grading() -> None:
+    """grades.csv and the notebook the Formgrader shows (its grader's note) give each student's own due date."""
+    with (COURSE / "grades.csv").open() as handle:
+        due = {row["student"]: row["due"] for row in csv.DictReader(handle) if row["assignment"] == ASSIGNMENT}
+    assert due["student1"] == "2030-03-04 12:00:00 UTC", due
+    assert due["student2"] == "2030-03-01 12:00:00 UTC", due
+    for student, when in (("student1", "2030-03-04 12:00 UTC"), ("student2", "2030-03-01 12:00 UTC")):
+        notebook = json.loads((COURSE / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+        note = "".join(notebook["cells"][0]["source"])
+        assert f"due for this student {when}" in note, note
+        assert ("an extension of 3 days" in note) == (student == "student1"), note
+        assert "on time" in note, note
 
 
 def read_grades() -> dict[str, tuple[str, str]]:
