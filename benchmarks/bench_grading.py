@@ -28,8 +28,10 @@ printing everything).
 
 Class sizes: ``BENCH_CLASS`` (default ``30``, about 10 minutes on 2 cores; ``make bench
 BENCH_CLASS=30,300`` or ``30,300,3000`` for the growth): every contender grades a class of the first
-size; `make grade` alone grades the others, for the growth table and the plot
-(``_build/bench/grading-growth.png``, not in git).
+size; `make grade` grades the others, and so does the cluster with 1, 2 and 3 workers up to
+``BENCH_CLUSTER_UP_TO`` notebooks (default 300), for the growth table and the plot
+(``_build/bench/grading-growth.png``, not in git). The projection to 100 000 notebooks is made
+from the largest class the cluster graded.
 """
 
 from __future__ import annotations
@@ -282,8 +284,8 @@ def cluster_seconds(template: Path | None, where: Path, workers: int) -> float:
 def cluster_run(template: Path, tmp: Path, workers: int, count: int) -> Run:
     """Grading on the cluster, less the CPU of an idle cluster's start and stop."""
     run = measured(f"cluster: grade --scheduler, {workers} worker(s)", count, cluster_seconds,
-                   template, tmp / f"cluster{workers}", workers)
-    idle = measured(f"idle cluster {workers}", count, cluster_seconds, None, tmp / f"idle{workers}", workers)
+                   template, tmp / f"cluster{workers}-{count}", workers)
+    idle = measured(f"idle cluster {workers}", count, cluster_seconds, None, tmp / f"idle{workers}-{count}", workers)
     run.cpu -= idle.cpu
     return run
 
@@ -355,18 +357,27 @@ def plot_growth(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     sizes = [r["size"] for r in rows]
+    index_of = {"wall": 0, "cpu": 1}
     panels = [("wall per notebook (s)", "wall"), ("CPU per notebook (s)", "cpu"),
               ("peak memory of the run (MB)", "memory"), ("grades.csv query (ms)", "export")]
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.2))
     for ax, (title, key) in zip(axes, panels, strict=True):
-        ax.plot(sizes, [r[key] for r in rows], "o-")
+        ax.plot(sizes, [r[key] for r in rows], "o-", label="make grade")
+        if key in ("wall", "cpu"):  # the cluster, where it graded the class too
+            for index, workers in enumerate(CLUSTER_WORKERS):
+                points = [(r["size"], r["cluster"][workers][index_of[key]]) for r in rows if workers in r["cluster"]]
+                if points:
+                    ax.plot(*zip(*points, strict=True), "s--", markersize=4, label=f"cluster, {workers} worker(s)",
+                            color=f"C{index + 1}")
+            ax.legend(fontsize=7)
         ax.set_xscale("log")
         ax.set_xticks(sizes, [str(size) for size in sizes])
         ax.minorticks_off()
         ax.set_xlabel("notebooks in the class")
         ax.set_title(title, fontsize=10)
         ax.set_ylim(bottom=0)
-    fig.suptitle("make grade: cost against class size (benchmarks/bench_grading.py)", fontsize=11)
+    fig.suptitle("make grade and the Dask cluster: cost against class size (benchmarks/bench_grading.py)",
+                 fontsize=11)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -423,13 +434,13 @@ def _stage_clock() -> StageClock:
     from nbgrader.converters.autograde import Autograde
 
     import rbtutor.course.grade as course_grade
-    from rbtutor.grading import sandbox
     from rbtutor.grading.execute import BoundedExecute
+    from rbtutor.grading.sandbox import zygote_client  # zygote_running looks both names up there
 
     clock = StageClock()
     for owner, attr, label in (
             (course_grade, "start_run", "run: gradebook backup, students listed"),
-            (sandbox, "start_zygote", "run: zygote started"),
+            (zygote_client, "start_zygote", "run: zygote started"),
             (course_grade, "api", "run: nbgrader API objects made"),
             (course_grade, "take_in_submission", "intake (checks, copy)"),
             (course_grade, "_hand_grades", "gradebook: hand grades read"),
@@ -444,7 +455,7 @@ def _stage_clock() -> StageClock:
             (course_grade, "_keep_hand_grades", "gradebook: hand grades kept"),
             (course_grade, "write_feedback_pages", "feedback pages"),
             (course_grade, "finish_run", "run: grades.csv, integrity report"),
-            (sandbox, "_stop_zygote", "run: zygote stopped")):
+            (zygote_client, "_stop_zygote", "run: zygote stopped")):
         clock.wrap(owner, attr, label)
     return clock
 
@@ -526,11 +537,22 @@ def class_sizes() -> list[int]:
     return sizes
 
 
-def growth_row(size: int, run: Run, plan: list[Submission], lines: list, course: Path) -> dict:
+def cluster_limit() -> int:
+    """The largest class the Dask cluster also grades, for its growth (``BENCH_CLUSTER_UP_TO``, default 300:
+    a class of 3 000 three times more would add about an hour on 2 cores)."""
+    text = os.environ.get("BENCH_CLUSTER_UP_TO", "300")
+    if not text.isdigit():
+        raise SystemExit(f"BENCH_CLUSTER_UP_TO: expected a number of notebooks such as 300, got {text!r}")
+    return int(text)
+
+
+def growth_row(size: int, run: Run, plan: list[Submission], lines: list, course: Path,
+               clusters: list[Run]) -> dict:
     queries = gradebook_queries(course)
     return {"size": size, "wall": run.wall_per, "cpu": run.cpu_per,
             "memory": (run.peak_memory or 0) / 2**20, "export": queries["grades.csv (every submission)"],
-            "queries": queries, "kinds": by_kind(plan, lines)}
+            "queries": queries, "kinds": by_kind(plan, lines),
+            "cluster": {workers: (c.wall_per, c.cpu_per) for workers, c in zip(CLUSTER_WORKERS, clusters, strict=True)}}
 
 
 def main() -> int:
@@ -548,15 +570,16 @@ def main() -> int:
         lines: list = []
         ours = measured("make grade", size, timed_grade, tmp / "class", tmp / "grade", lines)
         check_scores(plan, lines)
-        growth = [growth_row(size, ours, plan, lines, tmp / "grade")]
+        growth: list[dict] = []
         stock = [measured("stock nbgrader, serial by assignment", size, stock_serial, tmp / "class", tmp / "stock1"),
                  measured(f"stock nbgrader, {jobs} processes (one per submission)", size, stock_parallel,
                           tmp / "class", tmp / "stockN", jobs)]
         floor = measured(f"floor: {jobs} workers, empty notebooks", size, floor_seconds, size, jobs)
         clusters = [cluster_run(tmp / "class", tmp, workers, size) for workers in CLUSTER_WORKERS]
+        growth.append(growth_row(size, ours, plan, lines, tmp / "grade", clusters))
         batch, serial = scheduler_overhead(tmp / "overhead")
         profile = profile_one(tmp / "class", tmp, plan)
-        report(size, jobs, ours, stock, floor, clusters, (batch, serial), profile)
+        report(size, jobs, ours, stock, floor, clusters, (batch, serial), profile)  # projection: printed after growth
         rows = targets(stock, ours, floor)
         print(f"\n{'target (issue 23)':<72} {'value':>8} {'target':>9}")
         for name, value, target, ok in rows:
@@ -570,8 +593,11 @@ def main() -> int:
             big = measured(f"make grade, {other} notebooks", other, timed_grade, tmp / "big", tmp / "big-grade",
                            big_lines)
             check_scores(big_plan, big_lines)
-            growth.append(growth_row(other, big, big_plan, big_lines, tmp / "big-grade"))
+            big_clusters = ([cluster_run(tmp / "big", tmp, workers, other) for workers in CLUSTER_WORKERS]
+                            if other <= cluster_limit() else [])
+            growth.append(growth_row(other, big, big_plan, big_lines, tmp / "big-grade", big_clusters))
             print_growth(growth[-1])
+        projection(growth, stock, (batch, serial))
     if len(growth) > 1:
         plot_growth(growth, OUTPUT / "grading-growth.png")
         first, last = growth[0], growth[-1]
@@ -595,19 +621,11 @@ def report(size, jobs, ours, stock, floor, clusters, overhead, profile) -> None:
     batch, serial = overhead
     print(f"scheduler cost per trivial task, 2 workers: {batch * 1e3:.2f} ms all at once, {serial * 1e3:.2f} ms "
           "one at a time")
-    faster = min(stock, key=lambda r: r.wall)
     print("\nratios (same class, same run):")
     for run in stock:
         print(f"  {run.label} / make grade: wall {run.wall / ours.wall:.2f}x, CPU {run.cpu / ours.cpu:.2f}x")
     for run in clusters:
         print(f"  {run.label}: wall {run.wall / ours.wall:.2f}x make grade's, CPU {run.cpu / ours.cpu:.2f}x")
-    best = min(clusters, key=lambda r: r.wall)
-    hours = PROJECTED * best.wall_per / 3600
-    print(f"\nprojection for {PROJECTED} notebooks like these: {hours:.1f} h on this machine ({best.label}, "
-          f"{best.wall_per:.2f} s a notebook); {PROJECTED * best.cpu_per / 3600:.1f} CPU hours; on M such "
-          f"machines about {hours:.1f}/M h while the scheduler's {overhead[0] * 1e3:.1f} ms a task "
-          f"({PROJECTED * overhead[0] / 60:.1f} min in all) stays small; stock nbgrader "
-          f"({faster.label}): {PROJECTED * faster.wall_per / 3600:.1f} h on this machine")
     print("\none notebook's path (a right problem03, graded alone by one in-process worker; median of 3 "
           "after a warm-up), wall seconds:")
     for label, seconds in profile:
@@ -617,18 +635,35 @@ def report(size, jobs, ours, stock, floor, clusters, overhead, profile) -> None:
     print(f"  {'(the rest: outside the stages above)':<52} {whole - parts:6.2f}")
 
 
+def projection(growth: list[dict], stock: list[Run], overhead: tuple[float, float]) -> None:
+    """100 000 notebooks, from the largest class the cluster graded (its fastest worker count)."""
+    measured_rows = [row for row in growth if row["cluster"]]
+    row = measured_rows[-1]
+    workers, (wall, cpu) = min(row["cluster"].items(), key=lambda item: item[1][0])
+    faster = min(stock, key=lambda r: r.wall)
+    hours = PROJECTED * wall / 3600
+    print(f"\nprojection for {PROJECTED} notebooks like these, from the cluster's class of {row['size']} "
+          f"({workers} worker(s), the fastest; {wall:.2f} s and {cpu:.2f} CPU s a notebook): {hours:.1f} h on "
+          f"this machine, {PROJECTED * cpu / 3600:.1f} CPU hours; on M such machines about {hours:.1f}/M h "
+          f"while the scheduler's {overhead[0] * 1e3:.1f} ms a task ({PROJECTED * overhead[0] / 60:.1f} min in "
+          f"all) stays small; stock nbgrader ({faster.label}, class of {growth[0]['size']}): "
+          f"{PROJECTED * faster.wall_per / 3600:.1f} h on this machine")
+
+
 def print_growth_header() -> None:
     print("\ngrowth of make grade with the class (gradebook reads timed on the graded class):")
     print(f"{'notebooks':>9} {'wall/nb':>8} {'CPU/nb':>8} {'peak MB':>8} {'grades.csv':>11} {'students':>9} "
-          f"{'1 submission':>13}   worker seconds a notebook, median by kind")
+          f"{'1 submission':>13}   cluster wall/CPU per notebook by workers; worker seconds a notebook, "
+          "median by kind")
 
 
 def print_growth(row: dict) -> None:
     q = row["queries"]
     one = q["one submission's grades"]
     kinds = ", ".join(f"{k} {v:.2f}" for k, v in row["kinds"].items())
+    cluster = "; ".join(f"{w}: {wall:.2f}/{cpu:.2f} s" for w, (wall, cpu) in row["cluster"].items()) or "not run"
     print(f"{row['size']:>9} {row['wall']:7.2f}s {row['cpu']:7.2f}s {row['memory']:8.0f} "
-          f"{row['export']:9.1f}ms {q['list the students']:7.1f}ms {one:11.1f}ms   {kinds}", flush=True)
+          f"{row['export']:9.1f}ms {q['list the students']:7.1f}ms {one:11.1f}ms   {cluster}; {kinds}", flush=True)
 
 
 if __name__ == "__main__":
