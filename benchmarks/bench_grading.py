@@ -224,13 +224,13 @@ def _empty_notebook(_: int) -> float:
     from nbformat.v4 import new_notebook
 
     from rbtutor.grading import sandbox
-    from rbtutor.grading.execute import PromptClient, throwaway_folder
+    from rbtutor.grading.execute import PromptClient, PromptKernelManager, throwaway_folder
 
     sandbox.start_zygote()  # as each grading worker does
     with throwaway_folder("rbtutor-work-") as work, throwaway_folder("rbtutor-ipc-") as ipc:
         client = NotebookClient(new_notebook(), kernel_name=sandbox.install(), shutdown_kernel="immediate",
                                 resources={"metadata": {"path": str(work)}})
-        client.km = client.kernel_manager_class(kernel_name=sandbox.KERNEL_NAME, transport="ipc",
+        client.km = PromptKernelManager(kernel_name=sandbox.KERNEL_NAME, transport="ipc",
                                                 ip=str(ipc / "kernel"), connection_file=str(ipc / "c.json"),
                                                 client_class=f"{PromptClient.__module__}.PromptClient")
         start = time.perf_counter()

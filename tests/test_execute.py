@@ -10,7 +10,7 @@ from queue import Empty
 import pytest
 from jupyter_client import AsyncKernelManager
 
-from rbtutor.grading.execute import PromptClient, first
+from rbtutor.grading.execute import BoundedExecute, PromptClient, PromptKernelManager, first
 
 
 @asynccontextmanager
@@ -195,3 +195,23 @@ def test_check_message_takes_a_well_formed_message():
                "content": {"data": {"text/plain": "x", "application/json": {"a": [1, 2]}}, "metadata": {},
                            "transient": {"display_id": "d"}}}
     assert check_message(message) is message
+
+
+def test_a_killed_kernel_s_end_is_seen_within_milliseconds(monkeypatch):
+    """jupyter_client looks every 0.1 s whether a killed kernel has ended; the grader's manager every
+    5 ms, so no graded notebook waits a whole 0.1 s after its kernel is killed."""
+    assert BoundedExecute().kernel_manager_class is PromptKernelManager  # nbgrader's Execute passes its own
+    km = PromptKernelManager()
+    alive = iter([True, True, True, False])
+    slept = []
+
+    async def is_alive():
+        return next(alive)
+
+    async def sleep(seconds):
+        slept.append(seconds)
+
+    monkeypatch.setattr(km, "_async_is_alive", is_alive)
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    asyncio.run(km._async_wait())  # as jupyter_client's _async_kill_kernel calls it
+    assert slept == [0.005] * 3
