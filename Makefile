@@ -87,6 +87,7 @@ test: $(STAMP) $(AXE) $(PROXY)
 
 # Every benchmark runs, even after one misses a target; then the status is 1 if any did.
 # BENCH_CLASS=30,300[,3000]: the grading benchmark's class sizes (default 30; larger ones are slow).
+# BENCH_CLUSTER_UP_TO=N: the Dask cluster grades the growth classes up to N notebooks (default 300).
 bench: $(STAMP)
 	@shopt -s nullglob; scripts=(benchmarks/bench_*.py); \
 	if [ $${#scripts[@]} -eq 0 ]; then echo "no benchmarks/bench_*.py yet"; exit 0; fi; \
