@@ -619,3 +619,22 @@ def test_an_unusable_zygote_falls_back_to_a_fresh_kernel(one_course, monkeypatch
     facts = kernel_facts(work)
     assert not facts["preloaded"]
     assert facts["status"]["NoNewPrivs"] == ["1"]
+
+
+def test_the_run_s_zygote_ends_cleanly_when_the_run_does(monkeypatch):
+    """A grading run's zygote (``zygote_running``) is stopped at the end of the block: it ends with
+    status 0 once its standard input closes (without tearing down its libraries: see
+    ``benchmarks/bench_grading.py``'s profile, "run: zygote stopped"), and the run's environment
+    no longer names it."""
+    from rbtutor.grading.sandbox import zygote_client
+
+    require_sandbox()
+    monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
+    monkeypatch.setattr(zygote_client, "_zygote", None)  # this test's own zygote, not the module's shared one
+    with zygote_client.zygote_running() as name:
+        assert name
+        process = zygote_client._zygote[0]
+        assert process.poll() is None
+    assert process.returncode == 0
+    assert process.stdout.read() == b""  # nothing after its "ready"
+    assert "RBTUTOR_ZYGOTE" not in os.environ
