@@ -141,8 +141,8 @@ def due_date_note(due, extension, submitted):
         text += f", an extension of {_duration_text(extension)} on the class's {_utc_text(due - extension)}"
     if submitted is not None:
         late = submitted - due
-        text += f"; submitted {_utc_text(submitted)}, " + (f"late by {_duration_text(late)}" if late.total_seconds() > 0
-                                                             else "on time")
+        when = f"late by {_duration_text(late)}" if late.total_seconds() > 0 else "on time"
+        text += f"; submitted {_utc_text(submitted)}, {when}"
     return new_markdown_cell(_NOTE_FRAME.format(text + "."), metadata={"rbtutor": {GRADER_NOTE: True}})
 
 
