@@ -231,8 +231,8 @@ def _empty_notebook(_: int) -> float:
         client = NotebookClient(new_notebook(), kernel_name=sandbox.install(), shutdown_kernel="immediate",
                                 resources={"metadata": {"path": str(work)}})
         client.km = PromptKernelManager(kernel_name=sandbox.KERNEL_NAME, transport="ipc",
-                                                ip=str(ipc / "kernel"), connection_file=str(ipc / "c.json"),
-                                                client_class=f"{PromptClient.__module__}.PromptClient")
+                                        ip=str(ipc / "kernel"), connection_file=str(ipc / "c.json"),
+                                        client_class=f"{PromptClient.__module__}.PromptClient")
         start = time.perf_counter()
         client.execute()
         return time.perf_counter() - start
@@ -539,7 +539,7 @@ def class_sizes() -> list[int]:
 
 def cluster_limit() -> int:
     """The largest class the Dask cluster also grades, for its growth (``BENCH_CLUSTER_UP_TO``, default 300:
-    a class of 3 000 three times more would add about an hour on 2 cores)."""
+    grading a class of 3 000 three more times would add about an hour on 2 cores)."""
     text = os.environ.get("BENCH_CLUSTER_UP_TO", "300")
     if not text.isdigit():
         raise SystemExit(f"BENCH_CLUSTER_UP_TO: expected a number of notebooks such as 300, got {text!r}")
@@ -571,13 +571,12 @@ def main() -> int:
         lines: list = []
         ours = measured("make grade", size, timed_grade, tmp / "class", tmp / "grade", lines)
         check_scores(plan, lines)
-        growth: list[dict] = []
         stock = [measured("stock nbgrader, serial by assignment", size, stock_serial, tmp / "class", tmp / "stock1"),
                  measured(f"stock nbgrader, {jobs} processes (one per submission)", size, stock_parallel,
                           tmp / "class", tmp / "stockN", jobs)]
         floor = measured(f"floor: {jobs} workers, empty notebooks", size, floor_seconds, size, jobs)
         clusters = [cluster_run(tmp / "class", tmp, workers, size) for workers in CLUSTER_WORKERS]
-        growth.append(growth_row(size, ours, plan, lines, tmp / "grade", clusters))
+        growth = [growth_row(size, ours, plan, lines, tmp / "grade", clusters)]
         batch, serial = scheduler_overhead(tmp / "overhead")
         profile = profile_one(tmp / "class", tmp, plan)
         report(size, jobs, ours, stock, floor, clusters, (batch, serial), profile)  # projection: printed after growth
