@@ -17,6 +17,7 @@ import re
 import shutil
 import statistics
 from html.parser import HTMLParser
+from xml.etree import ElementTree
 
 import pytest
 from test_assignments import ROOT, all_wrong, answered, run_course, submit_as
@@ -217,21 +218,26 @@ def test_student_text_is_escaped_and_nothing_is_loaded(graded):
     assert html.escape(HOSTILE_ID) in text
     assert "<script" not in text.lower()
     page = parse(text)
-    external = [u for u in page.urls if not u.startswith(("data:image/png;base64,", "#"))]
+    external = [u for u in page.urls if not u.startswith(("data:image/svg+xml;base64,", "#"))]
     assert not external, external
-    words = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", text).replace("http-equiv", "")
+    words = re.sub(r"data:image/svg\+xml;base64,[A-Za-z0-9+/=]+", "", text).replace("http-equiv", "")
     assert not re.search(r"(?:https?:)?//|url\(", words), "a URL in the page"
     assert 'http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:' in text
 
 
-def test_figures_are_png_with_alt_text(graded):
+def test_figures_are_svg_with_alt_text(graded):
+    """Each figure is an SVG document that draws bars, loads nothing and holds no script."""
     course, _ = graded
     images = parse(report_text(course)).images
     assert len(images) == 2
     for image in images:
-        data = base64.b64decode(image["src"].split(",", 1)[1])
-        assert data.startswith(b"\x89PNG\r\n\x1a\n")
-        assert len(data) > 2000
+        svg = ElementTree.fromstring(base64.b64decode(image["src"].split(",", 1)[1]))
+        assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+        tags = {element.tag.split("}")[1] for element in svg.iter()}
+        assert {"rect", "text", "line"} <= tags
+        assert not tags & {"script", "image", "use", "foreignObject", "a"}, tags
+        assert not [v for e in svg.iter() for k, v in e.attrib.items() if "href" in k]
+        assert len([e for e in svg.iter("{http://www.w3.org/2000/svg}rect")]) > 1  # the background and a bar
         assert re.search(r"\d", image["alt"])
         assert NAME in image["alt"]
 
@@ -290,4 +296,4 @@ def test_page_opens_in_chromium_without_errors(graded):
     assert not errors, errors
     requested = [e["params"]["request"]["url"] for e in events if e.get("method") == "Network.requestWillBeSent"]
     assert requested[0] == page.as_uri(), requested
-    assert all(u.startswith("data:image/png") for u in requested[1:]), requested
+    assert all(u.startswith("data:image/svg+xml") for u in requested[1:]), requested

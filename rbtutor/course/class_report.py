@@ -19,8 +19,8 @@ integrity report. For each assignment the page shows
   the reason when the run knows it);
 * the integrity flags of ``integrity_report.json``, per student.
 
-The page is one self-contained file: figures are PNG images (matplotlib, Agg) inside the page
-as ``data:`` URIs, each with an alt text stating its numbers; it loads nothing, runs no script
+The page is one self-contained file: figures are SVG images (:mod:`.report_charts`) inside the
+page as ``data:`` URIs, each with an alt text stating its numbers; it loads nothing, runs no script
 and says so in a Content-Security-Policy, like the feedback pages. Everything a student
 controls (ids, the text of a diagnosis, integrity messages) is escaped with ``html.escape``.
 """
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import os
 import statistics
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from ..grading.report import REPORT_NAME, terminal_text
+from . import report_charts as charts
 from .export import class_grades
 from .layout import CourseLayout
 from .nbgrader import api
@@ -272,50 +272,29 @@ def pass_rate_alt(result: AssignmentResult) -> str:
             f"graded on that part): {rates}.")
 
 
-def _png(figure) -> str:
-    """``figure`` as a PNG ``data:`` URI (no timestamp or software name in it)."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+def _svg_uri(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
 
 
-def histogram_png(result: AssignmentResult) -> str:
+def histogram_svg(result: AssignmentResult) -> str:
     """Final scores of ``result``, stacked: final, and with written parts still to grade."""
-    # deferred: matplotlib takes about 0.7 s to import, and only this step needs it
-    from matplotlib.figure import Figure
 
     top = result.max_score or max(result.final_scores.values(), default=1.0) or 1.0
     count = int(top) if float(top).is_integer() and top <= 20 else 10
     edges = np.linspace(0.0, top, max(count, 1) + 1)
     done = [s for st, s in result.final_scores.items() if st not in result.pending]
     partial = [s for st, s in result.final_scores.items() if st in result.pending]
-    figure = Figure(figsize=(6.4, 3.2), layout="constrained")
-    axes = figure.add_subplot()
-    axes.hist([done, partial], bins=edges, stacked=True, color=["#1f5f99", "#e0a030"],
-              label=["final", "written parts to grade"], edgecolor="white")
-    axes.set_xlabel(f"final score (of {_number(result.max_score)})")
-    axes.set_ylabel("students")
-    axes.yaxis.get_major_locator().set_params(integer=True)
-    if partial:
-        axes.legend(frameon=False)
-    return _png(figure)
+    counts = zip(np.histogram(done, edges)[0].tolist(), np.histogram(partial, edges)[0].tolist(), strict=True)
+    return _svg_uri(charts.histogram_svg(list(counts), edges.tolist(), f"final score (of {_number(result.max_score)})",
+                                         ("final", "written parts to grade") if partial else None))
 
 
-def pass_rate_png(result: AssignmentResult) -> str:
+def pass_rate_svg(result: AssignmentResult) -> str:
     """One horizontal bar per graded part: the percentage of full points."""
-    # deferred: matplotlib takes about 0.7 s to import, and only this step needs it
-    from matplotlib.figure import Figure
 
     shown = [p for p in result.parts.values() if p.graded]
-    figure = Figure(figsize=(6.4, 0.9 + 0.32 * max(len(shown), 1)), layout="constrained")
-    axes = figure.add_subplot()
-    names = [p.grade_id for p in shown][::-1]
-    rates = [100 * p.pass_rate for p in shown][::-1]
-    bars = axes.barh(names, rates, color="#1f5f99")
-    axes.bar_label(bars, labels=[f"{p.full}/{p.graded}" for p in shown][::-1], padding=3)
-    axes.set_xlim(0, 115)
-    axes.set_xlabel("submissions with full points (%)")
-    return _png(figure)
+    return _svg_uri(charts.bars_svg([p.grade_id for p in shown], [100 * p.pass_rate for p in shown],
+                                    [f"{p.full}/{p.graded}" for p in shown], "submissions with full points (%)"))
 
 
 # --------------------------------------------------------------------------- the page
@@ -355,10 +334,10 @@ def assignment_section(result: AssignmentResult) -> str:
     name = _e(result.name)
     parts = [f'<section id="{name}"><h2>{name}</h2>', _counts_list(result)]
     if result.final_scores:
-        parts.append(f'<figure><img src="{histogram_png(result)}" alt="{_e(histogram_alt(result))}">'
+        parts.append(f'<figure><img src="{histogram_svg(result)}" alt="{_e(histogram_alt(result))}">'
                      f"<figcaption>Final scores of {name} (after late penalties).</figcaption></figure>")
     if any(p.graded for p in result.parts.values()):
-        parts.append(f'<figure><img src="{pass_rate_png(result)}" alt="{_e(pass_rate_alt(result))}">'
+        parts.append(f'<figure><img src="{pass_rate_svg(result)}" alt="{_e(pass_rate_alt(result))}">'
                      f"<figcaption>Pass rate of each part of {name}.</figcaption></figure>")
     if result.parts:
         rows = [[p.grade_id, _number(p.max_score), p.graded, p.full,
