@@ -22,7 +22,7 @@ import pytest
 
 import rbtutor.problems.variants as variants
 from rbtutor.grading import judge as judge_module
-from rbtutor.grading.judge import JudgeAnswers, stored_class_keys, write_class_keys
+from rbtutor.grading.judge import JudgeAnswers, stored_class_keys, stored_variant, write_class_keys
 from rbtutor.problems.variants import load_course_data, student_key
 
 CLASS = [f"student{k:02d}" for k in range(6)]
@@ -91,6 +91,43 @@ def test_class_keys_are_computed_once_per_run_not_per_notebook(course_data, tmp_
         found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", wrong, course_data)
         assert [(e["kind"], e["whose"]) for e in found] == [("fits_other_student", "student03")], notebook
     assert calls == [], "a judge with the stored keys derives no classmate's key"
+
+
+def test_the_stored_data_are_the_students_own(course_data, tmp_path):
+    write_class_keys(tmp_path / "keys", course_data, CLASS)
+    for student in CLASS:
+        assert stored_variant(tmp_path / "keys", course_data, student) == variants.variant(course_data, student)
+    assert stored_variant(tmp_path / "keys", course_data, "stranger") is None
+    mine = stored_variant(tmp_path / "keys", course_data, CLASS[0])
+    mine["vessel"]["mass"] = -1.0  # a caller's change does not reach the next reader
+    assert stored_variant(tmp_path / "keys", course_data, CLASS[0]) == variants.variant(course_data, CLASS[0])
+
+
+def test_with_a_store_a_notebook_derives_neither_own_key_nor_own_data(course_data, tmp_path, monkeypatch):
+    """The grading of one notebook reads the student's key (judge) and data (restore) from the store."""
+    from traitlets.config import Config
+
+    from rbtutor.grading import restore as restore_module
+    from rbtutor.grading.restore import RestoreCells
+
+    write_class_keys(tmp_path / "keys", course_data, CLASS)
+    calls = _counting(monkeypatch)
+    derived = []
+    monkeypatch.setattr(restore_module, "variant", lambda data, student: derived.append(student))
+    judge = _judge_for("student02", tmp_path / "keys")
+    monkeypatch.setattr(judge_module, "course_reference", lambda _: (course_data, None))
+    for answer_id in ("p1.a.I_O", "p8.a.I_x", "p11.d.position_P"):
+        _, key = judge._key_for(answer_id)
+        own = variants.student_key(course_data, "student02", [variants.problem_of(answer_id)])
+        np.testing.assert_array_equal(np.asarray(key[answer_id].value, dtype=float),
+                                      np.asarray(own[answer_id].value, dtype=float))
+    assert calls == [], "the judge read the student's own key from the store"
+    config = Config()
+    config.JudgeAnswers.class_keys = str(tmp_path / "keys")
+    restorer = RestoreCells(config=config)
+    assert restorer._variant(course_data, "student02") == variants.variant(course_data, "student02")
+    assert restorer._variant(course_data, "latecomer") is None  # not stored: worked out (here, the stand-in)
+    assert derived == ["latecomer"]
 
 
 def test_without_a_store_the_judge_still_names_the_classmate(course_data, tmp_path, monkeypatch):

@@ -58,6 +58,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
@@ -78,7 +79,7 @@ from traitlets import Unicode
 
 from ..problems import PERIODS, PUBLISHED_KEY, Answer, answer_key, read_yaml
 from ..problems.printed import printed_half_unit, printed_value
-from ..problems.variants import MAX_CLASS, data_digest, load_course_data, per_student, problem_of, student_key
+from ..problems.variants import MAX_CLASS, data_digest, load_course_data, per_student, problem_of, student_key, variant
 from .protocol import HAND_IN, handed_in
 from .report import Events, event
 
@@ -595,6 +596,9 @@ def _decode_answer(stored: dict) -> Answer:
                   mistakes=tuple((code, _decode_value(wrong)) for code, wrong in stored["mistakes"]))
 
 
+VARIANTS_FILE = "variants.json"  # in the store's folder: each student's problem data
+
+
 def class_keys_folder(store: str | Path, data: dict) -> Path:
     """Where the class's keys for ``data`` are kept under ``store``: a folder named by the data's digest."""
 
@@ -602,13 +606,15 @@ def class_keys_folder(store: str | Path, data: dict) -> Path:
 
 
 def write_class_keys(store: str | Path, data: dict, students, new_pool=None) -> Path:
-    """Work out the key of every student of ``students`` once and store it for the judges of a run.
+    """Work out the variant and key of every student of ``students`` once and store them for the
+    judges and restorers of a run.
 
     One file per problem, ``<store>/<digest of data>/p<N>.json``, mapping each student to
-    their answers of that problem; folders are made with mode 0700. Students already stored
-    for the same data (an earlier run) are not worked out again. ``new_pool(jobs)``, when given,
-    makes a ``concurrent.futures`` executor that works the keys out in parallel (only made when
-    some are missing). Returns the folder.
+    their answers of that problem, and :data:`VARIANTS_FILE` mapping each student to their
+    problem data; folders are made with mode 0700. Students already stored for the same data
+    (an earlier run) are not worked out again. ``new_pool(jobs)``, when given, makes a
+    ``concurrent.futures`` executor that works them out in parallel (only made when some are
+    missing). Returns the folder.
     """
     folder = class_keys_folder(store, data)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -617,37 +623,46 @@ def write_class_keys(store: str | Path, data: dict, students, new_pool=None) -> 
     stored: dict[int, dict] = {}
     for path in folder.glob("p*.json"):
         stored[int(path.stem[1:])] = json.loads(path.read_text(encoding="utf-8"))
+    variants_path = folder / VARIANTS_FILE
+    variants = json.loads(variants_path.read_text(encoding="utf-8")) if variants_path.exists() else {}
     wanted = sorted(set(students))
-    missing = [s for s in wanted if not stored or not all(s in keys for keys in stored.values())]
+    missing = [s for s in wanted
+               if s not in variants or not stored or not all(s in keys for keys in stored.values())]
     if not missing:
         return folder
     if new_pool is None or len(missing) < 2:
-        worked_out = map(_encoded_key, [data] * len(missing), missing)
-        _merge_keys(stored, missing, worked_out)
+        _merge_keys(stored, variants, missing, map(_worked_out, [data] * len(missing), missing))
     else:
         with new_pool(None) as pool:
-            _merge_keys(stored, missing, pool.map(_encoded_key, [data] * len(missing), missing, chunksize=8))
+            _merge_keys(stored, variants, missing,
+                        pool.map(_worked_out, [data] * len(missing), missing, chunksize=8))
     for problem, keys in stored.items():
-        handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(keys, out)
-        os.replace(temporary, folder / f"p{problem}.json")
+        _write_json(folder / f"p{problem}.json", keys)
+    _write_json(variants_path, variants)
     return folder
 
 
-def _merge_keys(stored: dict[int, dict], students: list[str], keys) -> None:
-    for student, by_problem in zip(students, keys, strict=True):
+def _write_json(path: Path, content) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump(content, out)
+    os.replace(temporary, path)
+
+
+def _merge_keys(stored: dict[int, dict], variants: dict[str, dict], students: list[str], worked_out) -> None:
+    for student, (own_data, by_problem) in zip(students, worked_out, strict=True):
+        variants[student] = own_data
         for problem, answers in by_problem.items():
             stored.setdefault(problem, {})[student] = answers
 
 
-def _encoded_key(data: dict, student: str) -> dict[int, dict]:
-    """One student's whole key, encoded for the store, by problem (runs in a pool's worker)."""
+def _worked_out(data: dict, student: str) -> tuple[dict, dict[int, dict]]:
+    """One student's problem data and whole key, encoded for the store, by problem (runs in a pool's worker)."""
 
     by_problem: dict[int, dict] = {}
     for answer_id, answer in student_key(data, student).items():
         by_problem.setdefault(_problem(answer_id), {})[answer_id] = _encode_answer(answer)
-    return by_problem
+    return variant(data, student), by_problem
 
 
 def _problem(answer_id: str) -> int:
@@ -655,23 +670,40 @@ def _problem(answer_id: str) -> int:
 
 
 @lru_cache(maxsize=16)
-def _stored_keys(path: str, modified: int, size: int) -> dict[str, dict]:
-    """The class's answers of one problem, read once per process (and again when the file changes)."""
+def _stored_json(path: str, modified: int, size: int) -> dict:
+    """A file of the store, read once per process (and again when it changes)."""
     stored = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(stored, dict):
-        raise ValueError(f"expected a mapping of students to answers in {path}, got {type(stored).__name__}")
+        raise ValueError(f"expected a mapping of students in {path}, got {type(stored).__name__}")
+    return stored
+
+
+@lru_cache(maxsize=16)
+def _stored_keys(path: str, modified: int, size: int) -> dict[str, dict]:
+    """The class's answers of one problem, decoded once per process (and again when the file changes)."""
     return {student: {answer_id: _decode_answer(answer) for answer_id, answer in answers.items()}
-            for student, answers in stored.items()}
+            for student, answers in _stored_json(path, modified, size).items()}
+
+
+def _stat_key(path: Path) -> tuple[str, int, int] | None:
+    try:
+        facts = path.stat()
+    except FileNotFoundError:
+        return None
+    return str(path), facts.st_mtime_ns, facts.st_size
 
 
 def stored_class_keys(store: str | Path, data: dict, problem: int) -> dict[str, dict]:
     """The stored keys of ``problem`` for every student of the class (empty when none are stored)."""
-    path = class_keys_folder(store, data) / f"p{int(problem)}.json"
-    try:
-        facts = path.stat()
-    except FileNotFoundError:
-        return {}
-    return _stored_keys(str(path), facts.st_mtime_ns, facts.st_size)
+    found = _stat_key(class_keys_folder(store, data) / f"p{int(problem)}.json")
+    return {} if found is None else _stored_keys(*found)
+
+
+def stored_variant(store: str | Path, data: dict, student: str) -> dict | None:
+    """The stored problem data of ``student`` (a copy), or None when it is not in the store."""
+    found = _stat_key(class_keys_folder(store, data) / VARIANTS_FILE)
+    own = None if found is None else _stored_json(*found).get(student)
+    return None if own is None else copy.deepcopy(own)
 
 
 def recorded_verdict(cell) -> Verdict | None:
@@ -733,13 +765,16 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
         return nb, resources
 
     def _key_for(self, answer_id: str):
-        """``(data, key)`` the answer is judged with: the course's, or the student's own variant's."""
+        """``(data, key)`` the answer is judged with: the course's, or the student's own variant's
+        (from the class's store when it holds it, else worked out here)."""
 
         data, key = course_reference(self.data_file)
         student = getattr(self, "_student", None)
         if student is None or not per_student(data):
             return data, key
-        return data, student_key(data, student, [problem_of(answer_id)])
+        problem = problem_of(answer_id)
+        stored = stored_class_keys(self.class_keys, data, problem).get(student) if self.class_keys else None
+        return data, stored if stored is not None else student_key(data, student, [problem])
 
     def _classmates_of(self) -> list[str]:
         """The other students of the gradebook (read once per notebook, only when an answer fails)."""

@@ -23,7 +23,7 @@ from traitlets import Bool, Unicode
 
 from ..course.render import data_source
 from ..problems.variants import per_student, variant
-from .judge import course_reference
+from .judge import course_reference, stored_variant
 from .outputs import cut
 from .protocol import DATA_ID
 from .report import Events, event, grading_meta
@@ -103,6 +103,17 @@ class RestoreCells(Events, OverwriteCells):
         except AttributeError:
             return ""
 
+    def _variant(self, data: dict, student: str) -> dict:
+        """The student's problem data: from the class's store of the run
+        (:func:`rbtutor.grading.judge.write_class_keys`) when it holds it, else worked out here."""
+        try:
+            section = self.config.JudgeAnswers
+            store = str(section.class_keys) if "class_keys" in section else ""
+        except AttributeError:
+            store = ""
+        stored = stored_variant(store, data, student) if store else None
+        return stored if stored is not None else variant(data, student)
+
     def _personal_data_cell(self, source: dict, resources) -> None:
         """With variants on, the locked data cell is restored to the student's own numbers.
 
@@ -122,7 +133,7 @@ class RestoreCells(Events, OverwriteCells):
         if match is None:
             raise ValueError(f"the {DATA_ID} cell of the source does not start with '# Problem N data'")
 
-        text = data_source(int(match.group(1)), variant(data, student))
+        text = data_source(int(match.group(1)), self._variant(data, student))
         probe = from_dict({"cell_type": src.cell_type, "source": text, "metadata": {"nbgrader": {
             "grade": False, "solution": False, "locked": bool(src.locked), "grade_id": src.name}}})
         source[DATA_ID] = SimpleNamespace(name=src.name, cell_type=src.cell_type, locked=src.locked,
