@@ -223,8 +223,14 @@ def _flip_count(module: dict) -> int:
     return len(integrate_spin(inertia, module["omega0"], module["t_end"], component=1).t_events[0])
 
 
+@functools.lru_cache(maxsize=8)
+def _reference_flips(module_json: str) -> int:
+    """The flips of the course's module: the same for every student, so counted once per process."""
+    return _flip_count(json.loads(module_json))
+
+
 def _draw_module(rng, ref: dict) -> dict:
-    flips = _flip_count(ref)
+    flips = _reference_flips(_canonical(ref))
     order = np.argsort(ref["dimensions"])
     for _ in range(MAX_DRAWS):
         m = dict(ref)
