@@ -514,7 +514,7 @@ def test_an_exception_of_one_submission_never_ends_the_run(small_course, monkeyp
         return "fake\r[9/9] forged line\x1b[2K", None
 
     monkeypatch.setattr(grade, "_grade_submission", grade_one)
-    monkeypatch.setattr(grade, "zygote_running", contextlib.nullcontext)  # no kernel runs here
+    monkeypatch.setattr(grade, "zygote_starting", lambda: contextlib.nullcontext(lambda: None))  # no kernel runs here
     status = grade.grade(CourseLayout(small_course), jobs=1)
     out, err = capsys.readouterr()
     assert status == 1

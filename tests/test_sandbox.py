@@ -638,3 +638,31 @@ def test_the_run_s_zygote_ends_cleanly_when_the_run_does(monkeypatch):
     assert process.returncode == 0
     assert process.stdout.read() == b""  # nothing after its "ready"
     assert "RBTUTOR_ZYGOTE" not in os.environ
+
+
+def test_a_zygote_started_in_the_background_is_stopped_whether_awaited_or_not(monkeypatch):
+    """``zygote_starting`` (a grading run works out the class's keys meanwhile): the run's
+    environment names the zygote only once it is ready; the zygote is stopped at the end of the
+    block, also when the block ends before waiting for it (a run that fails at its start)."""
+    from rbtutor.grading.sandbox import zygote_client
+
+    require_sandbox()
+    monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
+    monkeypatch.setattr(zygote_client, "_zygote", None)
+    launched = []
+    real_launch = zygote_client._launch_zygote
+    monkeypatch.setattr(zygote_client, "_launch_zygote", lambda: launched.append(real_launch()) or launched[-1])
+    with zygote_client.zygote_starting() as ready:
+        assert "RBTUTOR_ZYGOTE" not in os.environ
+        name = ready()
+        assert name
+        assert os.environ["RBTUTOR_ZYGOTE"] == name
+        assert ready() == name
+    assert launched[0][0].returncode == 0
+    assert "RBTUTOR_ZYGOTE" not in os.environ
+    assert zygote_client._zygote is None
+    with pytest.raises(ValueError, match="due dates"), zygote_client.zygote_starting():
+        raise ValueError("due dates: a broken file")
+    process = launched[1][0]
+    assert process.poll() is not None, "the zygote nobody waited for still runs"
+    assert "RBTUTOR_ZYGOTE" not in os.environ

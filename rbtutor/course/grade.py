@@ -52,7 +52,7 @@ from ..grading.intake import collect as take
 from ..grading.intake import format_time, read_receipt, take_in
 from ..grading.judge import course_reference, write_class_keys
 from ..grading.report import csv_cell, event, record_events, terminal_text, write_integrity_report
-from ..grading.sandbox import start_zygote, zygote_running
+from ..grading.sandbox import start_zygote, zygote_starting
 from ..grading.student_ids import check_id, id_problem
 from ..grading.time_bound import time_bound
 from ..problems.variants import per_student
@@ -651,16 +651,18 @@ def progress_line(k: int, total: int, student: str, assignment: str, summary: st
 def grade(layout: CourseLayout, jobs: int | None = None) -> int:
     """Autograde every submission, ``jobs`` at a time (:func:`default_jobs` by default)."""
 
-    try:
-        grader, work, failures = start_run(layout)
-    except ValueError as exc:  # exercises/due_dates.yaml is checked before anything is graded
-        print(f"rbtutor.course grade: {terminal_text(exc)}", file=sys.stderr)
-        return 2
-    jobs = jobs or default_jobs()
-    count = len(work) + len(failures)
-    start = time.perf_counter()
-    # one zygote for the run (the workers inherit its name): every kernel starts as a copy of it
-    with zygote_running():
+    # one zygote for the run (the workers inherit its name): every kernel starts as a copy of it;
+    # it starts while start_run works out the class's keys
+    with zygote_starting() as zygote_ready:
+        try:
+            grader, work, failures = start_run(layout)
+        except ValueError as exc:  # exercises/due_dates.yaml is checked before anything is graded
+            print(f"rbtutor.course grade: {terminal_text(exc)}", file=sys.stderr)
+            return 2
+        jobs = jobs or default_jobs()
+        count = len(work) + len(failures)
+        start = time.perf_counter()
+        zygote_ready()
         if jobs == 1:
             results = map(_autograde_one, work)
         else:

@@ -152,7 +152,7 @@ from .plan import (
     kernel_limits,
     sandbox_plan,
 )
-from .zygote_client import PLACEHOLDER, start_from_zygote, start_zygote, zygote_address, zygote_running
+from .zygote_client import PLACEHOLDER, start_from_zygote, start_zygote, zygote_address, zygote_running, zygote_starting
 
 __all__ = [
     "ALWAYS_HIDDEN", "CGROUP_MOUNT", "CONNECTION", "DEFAULT_FSIZE", "DEFAULT_MEMORY", "DEFAULT_NPROC",
@@ -163,5 +163,5 @@ __all__ = [
     "kernel_connection", "kernel_connection_path", "kernel_env", "kernel_files", "kernel_limits", "kernel_record",
     "link_sockets", "main", "memory_group", "memory_kills", "prepare", "remove_group", "run_kernel",
     "sandbox_inputs", "sandbox_plan", "start_fresh", "start_from_zygote", "start_zygote", "write_kernel_connection",
-    "zygote_address", "zygote_running"
+    "zygote_address", "zygote_running", "zygote_starting"
 ]

@@ -1,8 +1,9 @@
 """Step: sandbox (kernel start, the launcher's side of the zygote).
 
-:func:`start_zygote` and :func:`zygote_running` start the zygote (:mod:`rbtutor.grading.sandbox.zygote`)
-for a grading run; :func:`start_from_zygote`, called by the launcher, checks that the zygote answers
-on its socket and has it put a copy of itself in a new sandbox as the kernel.
+:func:`start_zygote`, :func:`zygote_starting` and :func:`zygote_running` start the zygote
+(:mod:`rbtutor.grading.sandbox.zygote`) for a grading run; :func:`start_from_zygote`, called by
+the launcher, checks that the zygote answers on its socket and has it put a copy of itself in a
+new sandbox as the kernel.
 """
 
 from __future__ import annotations
@@ -33,12 +34,17 @@ def start_zygote(timeout: float = 120.0) -> str | None:
     (kernels then start from nothing) where there is no sandbox or the zygote did not
     come up within ``timeout`` seconds. It ends with this process.
     """
-    global _zygote
     if _zygote is not None and _zygote[0].poll() is None:
         os.environ["RBTUTOR_ZYGOTE"] = _zygote[1]
         return _zygote[1]
     if _zygote is None and os.environ.get("RBTUTOR_ZYGOTE"):  # a parent's, such as the grading run's
         return os.environ["RBTUTOR_ZYGOTE"]
+    launched = _launch_zygote()
+    return None if launched is None else _await_zygote(*launched, timeout)
+
+
+def _launch_zygote() -> tuple[subprocess.Popen, str] | None:
+    """The zygote process started (not yet ready) and its name; None where there is no sandbox."""
     if os.environ.get("RBTUTOR_UNCONFINED") == "1":
         return None
     try:
@@ -47,7 +53,6 @@ def start_zygote(timeout: float = 120.0) -> str | None:
         return None
     # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
     import secrets
-    import select
 
     name = f"rbtutor-zygote-{os.getpid()}-{secrets.token_hex(8)}"
     home = tempfile.mkdtemp(prefix="rbtutor-zygote-")
@@ -56,6 +61,17 @@ def start_zygote(timeout: float = 120.0) -> str | None:
     process = subprocess.Popen([_python(), "-s", "-c", source, name],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=home,
                                env={**kernel_env(), "HOME": home}, start_new_session=True)
+    atexit.register(_stop_zygote, process)
+    return process, name
+
+
+def _await_zygote(process: subprocess.Popen, name: str, timeout: float) -> str | None:
+    """Wait until the launched zygote says it is ready; then it is this process's zygote (returns
+    its address, also set as ``RBTUTOR_ZYGOTE``). None, with the zygote stopped, when it is not
+    ready within ``timeout`` seconds."""
+    global _zygote
+    import select  # deferred, as in _launch_zygote
+
     ready, _, _ = select.select([process.stdout], [], [], timeout)
     if not ready or process.stdout.readline().strip() != b"ready":
         process.kill()
@@ -65,7 +81,6 @@ def start_zygote(timeout: float = 120.0) -> str | None:
         return None
     value = f"{name}@{process.pid}"  # the launcher checks that this pid answers on the socket
     _zygote = (process, value)
-    atexit.register(_stop_zygote, process)
     os.environ["RBTUTOR_ZYGOTE"] = value
     return value
 
@@ -82,22 +97,40 @@ def _stop_zygote(process: subprocess.Popen) -> None:
 
 
 @contextmanager
-def zygote_running(timeout: float = 120.0):
-    """A zygote for the kernels started in the block, by this process and its children: the one
-    already running if there is one, else one started for the block (and stopped after it).
-    Yields its name, or None when kernels start from nothing."""
+def zygote_starting(timeout: float = 120.0):
+    """A zygote for the kernels started in the block, by this process and its children, started in
+    the background: the block gets a function that waits until it is ready and returns its name
+    (None when kernels start from nothing), so that other work can go on meanwhile. The one already
+    running if there is one; else one started for the block and stopped after it."""
     global _zygote
     if os.environ.get("RBTUTOR_ZYGOTE"):
-        yield os.environ["RBTUTOR_ZYGOTE"]
+        name = os.environ["RBTUTOR_ZYGOTE"]
+        yield lambda: name
         return
-    name = start_zygote(timeout)
+    launched = _launch_zygote()
+    answer: list[str | None] = []
+
+    def ready() -> str | None:
+        if launched and not answer:
+            answer.append(_await_zygote(*launched, timeout))
+        return answer[0] if answer else None
+
     try:
-        yield name
+        yield ready
     finally:
-        if name:
-            _stop_zygote(_zygote[0])
-            _zygote = None
-            os.environ.pop("RBTUTOR_ZYGOTE", None)
+        if launched:
+            _stop_zygote(launched[0])
+            if answer and answer[0]:
+                _zygote = None
+                os.environ.pop("RBTUTOR_ZYGOTE", None)
+
+
+@contextmanager
+def zygote_running(timeout: float = 120.0):
+    """A zygote for the kernels started in the block (:func:`zygote_starting`), ready when the block
+    starts. Yields its name, or None when kernels start from nothing."""
+    with zygote_starting(timeout) as ready:
+        yield ready()
 
 
 def zygote_address(value: str) -> tuple[str, int]:
