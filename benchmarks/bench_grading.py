@@ -435,12 +435,12 @@ def _stage_clock() -> StageClock:
 
     import rbtutor.course.grade as course_grade
     from rbtutor.grading.execute import BoundedExecute
-    from rbtutor.grading.sandbox import zygote_client  # zygote_running looks both names up there
+    from rbtutor.grading.sandbox import zygote_client  # zygote_starting looks the names up there
 
     clock = StageClock()
     for owner, attr, label in (
             (course_grade, "start_run", "run: gradebook backup, students listed"),
-            (zygote_client, "start_zygote", "run: zygote started"),
+            (zygote_client, "_await_zygote", "run: zygote awaited (started with the run)"),
             (course_grade, "api", "run: nbgrader API objects made"),
             (course_grade, "take_in_submission", "intake (checks, copy)"),
             (course_grade, "_hand_grades", "gradebook: hand grades read"),
