@@ -485,10 +485,12 @@ def write_feedback_pages(layout: CourseLayout, grader, assignment: str, student:
     return written
 
 
-#: What a grading worker imports, once in the process the workers are forked from.
+#: What a grading worker imports, once in the process the workers are forked from; the last
+#: one fills the caches a worker's first notebook would otherwise fill (:mod:`.warm_worker`).
 WORKER_MODULES = ("rbtutor.course.grade", "nbgrader.apps", "nbgrader.converters.autograde", "nbclient",
                   "rbtutor.grading.execute", "rbtutor.grading.feedback", "rbtutor.grading.judge",
-                  "rbtutor.grading.restore", "rbtutor.grading.intake", "rbtutor.grading.report")
+                  "rbtutor.grading.restore", "rbtutor.grading.intake", "rbtutor.grading.report",
+                  "rbtutor.course.warm_worker")
 
 
 def worker_pool(jobs: int):
