@@ -47,7 +47,7 @@ from ..inertia import box_inertia, inertia_from_gyration, products_of_inertia
 from ..kinematics import euler_angles_from_matrix, point_acceleration, skew
 from ..rigid_body import RigidBody, shift_load
 from ..simulation import simulate
-from ..torque_free import euler_equations, integrate_spin, spin_stability
+from ..torque_free import euler_rates, integrate_spin, spin_stability
 
 REFERENCE_DATA = Path(__file__).with_name("reference_data.yaml")
 #: the printed answer key of the reference chapter, as published (with errata notes); package data
@@ -548,7 +548,7 @@ def _tumble_with_parameters(data: dict):
     inertia = box_inertia(mod["mass"], mod["dimensions"]).diagonal()
 
     def rhs(t, y):
-        return np.concatenate([euler_equations(inertia, y[:3]), _g_body(y[3:]).T @ y[:3] / 4.0])
+        return np.concatenate([euler_rates(inertia, y[:3]), _g_body(y[3:]).T @ y[:3] / 4.0])
 
     def pitch_rate_zero(t, y):  # d/dt of R[2, 0] = (R S(omega_b))[2, 0]; rising through zero at a minimum
         rot = _rotation_ep(y[3:] / np.linalg.norm(y[3:]))
