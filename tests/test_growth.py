@@ -130,6 +130,27 @@ def test_with_a_store_a_notebook_derives_neither_own_key_nor_own_data(course_dat
     assert derived == ["latecomer"]
 
 
+def test_the_course_and_book_keys_are_worked_out_once_per_process(course_data, tmp_path, monkeypatch):
+    """A failed answer is also checked against the course's and the book's key: each problem's key
+    of each is worked out once, not per failed answer."""
+    write_class_keys(tmp_path / "keys", course_data, CLASS)
+    judge_module._PROBLEM_KEYS.clear()
+    calls = []
+    real = judge_module.answer_key
+
+    def counted(data, problems=None):
+        calls.append(tuple(problems or ()))
+        return real(data, problems)
+
+    monkeypatch.setattr(judge_module, "answer_key", counted)
+    course = {**course_data, "module": {**course_data["module"], "mass": course_data["module"]["mass"] * 1.1}}
+    right_for_book = judge_module._reference(None)[1]["p8.a.I_x"].value
+    for _notebook in range(5):
+        found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", right_for_book, course)
+        assert ("fits_reference", "the reference data of the book") in [(e["kind"], e["whose"]) for e in found]
+    assert calls == [(8,), (8,)], "the course's and the book's key of problem 8, once each"
+
+
 def test_without_a_store_the_judge_still_names_the_classmate(course_data, tmp_path, monkeypatch):
     calls = _counting(monkeypatch)
     variants._cached_key.cache_clear()

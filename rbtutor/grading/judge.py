@@ -551,6 +551,21 @@ def _reference(data_file: str | None):
     return data, answer_key(data)
 
 
+_PROBLEM_KEYS: dict[tuple[str, int], dict] = {}  # (data digest, problem): that problem's key of those data
+
+
+def _problem_key(data: dict, problem: int) -> dict:
+    """``answer_key(data, [problem])``, worked out once per process: every failed answer is checked
+    against the course's and the book's key, which took a twelfth of a worker's time when each
+    check worked them out again."""
+    found = (data_digest(data), int(problem))
+    if found not in _PROBLEM_KEYS:
+        if len(_PROBLEM_KEYS) >= 64:  # the course's and the book's data, eleven problems each
+            _PROBLEM_KEYS.clear()
+        _PROBLEM_KEYS[found] = answer_key(data, [problem])
+    return _PROBLEM_KEYS[found]
+
+
 def course_reference(data_file: str | Path | None = None):
     """``(data, key)`` of the course: ``data_file`` (a rendered variant) if it exists, else the reference."""
     return _reference(str(data_file) if data_file and Path(data_file).exists() else None)
@@ -790,10 +805,10 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
 
         problem = problem_of(answer_id)
         found = []
-        references = [("the course data", answer_key(data, [problem]))]
+        references = [("the course data", _problem_key(data, problem))]
         book = _reference(None)
         if data != book[0]:
-            references.append(("the reference data of the book", answer_key(book[0], [problem])))
+            references.append(("the reference data of the book", _problem_key(book[0], problem)))
         for whose, other in references:
             if answer_id in other and judge(answer_id, submitted, key=other).passed:
                 found.append(event("fits_reference", f"{answer_id}: the answer is wrong for this student's "
