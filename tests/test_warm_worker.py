@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -34,3 +35,32 @@ def test_a_failing_step_is_skipped_not_raised(monkeypatch):
     monkeypatch.setattr(warm_worker, "render_feedback", broken)
     monkeypatch.setattr(warm_worker, "_read_published", broken)
     warm_worker.warm()  # returns
+
+
+def test_only_the_fork_server_ends_without_teardown():
+    """Imported anywhere but in the fork server, the module leaves the process's exit status alone."""
+    result = subprocess.run([sys.executable, "-c", "import rbtutor.course.warm_worker; raise SystemExit(3)"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 3, result.stderr[-2000:]
+
+
+def test_the_fork_server_ends_without_teardown_and_its_workers_work():
+    """In the fork server (and so in the workers forked from it) the module knows where it is and
+    registers the quick end; the pool works, and its fork server ends when told to. (How much
+    quicker: benchmarks/bench_grading.py counts the CPU of the end of each run.)"""
+    probe = """
+import os, sys
+from multiprocessing import forkserver
+from rbtutor.course.grade import worker_pool
+where = "__import__('rbtutor.course.warm_worker').course.warm_worker.IN_FORK_SERVER"
+with worker_pool(2) as pool:
+    assert list(pool.map(abs, [-1, -2, -3])) == [1, 2, 3]
+    assert pool.submit(eval, where).result() is True
+server = forkserver._forkserver._forkserver_pid
+assert "rbtutor.course.warm_worker" not in sys.modules  # only the server imported it
+forkserver._forkserver._stop()
+print(server)
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert not os.path.exists(f"/proc/{int(out[0])}"), "the fork server still runs"
+    assert warm_worker.IN_FORK_SERVER is False  # imported by this test's process
