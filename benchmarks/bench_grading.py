@@ -632,7 +632,8 @@ def report(size, jobs, ours, stock, floor, clusters, overhead, profile) -> None:
         print(f"  {label:<52} {seconds:6.2f}")
     whole = dict(profile)["whole grade run"]
     parts = sum(seconds for label, seconds in profile if not label.startswith(" ") and label != "whole grade run")
-    print(f"  {'(the rest: outside the stages above)':<52} {whole - parts:6.2f}")
+    # each line is a median of its own, so the rest can come out a little below zero
+    print(f"  {'(the rest: outside the stages above; medians)':<52} {whole - parts:6.2f}")
 
 
 def projection(growth: list[dict], stock: list[Run], overhead: tuple[float, float]) -> None:
