@@ -95,22 +95,20 @@ class RestoreCells(Events, OverwriteCells):
     # the student's own data cell when per-student variants are switched on
     def _data_file(self) -> str:
         """``data_file``, else the one configured for JudgeAnswers (the course's), else none."""
-        if self.data_file:
-            return self.data_file
+        return self.data_file or self._judge_option("data_file")
+
+    def _judge_option(self, name: str) -> str:
+        """The option ``name`` of JudgeAnswers in the same configuration, or empty."""
         try:
             section = self.config.JudgeAnswers
-            return str(section.data_file) if "data_file" in section else ""
+            return str(section[name]) if name in section else ""
         except AttributeError:
             return ""
 
     def _variant(self, data: dict, student: str) -> dict:
         """The student's problem data: from the class's store of the run
         (:func:`rbtutor.grading.judge.write_class_keys`) when it holds it, else worked out here."""
-        try:
-            section = self.config.JudgeAnswers
-            store = str(section.class_keys) if "class_keys" in section else ""
-        except AttributeError:
-            store = ""
+        store = self._judge_option("class_keys")
         stored = stored_variant(store, data, student) if store else None
         return stored if stored is not None else variant(data, student)
 
