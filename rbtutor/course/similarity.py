@@ -21,9 +21,10 @@ How code is compared
 * **Fingerprints.** The normalised text is cut into overlapping pieces of
   :data:`NOISE` characters, each piece hashed, and the hashes thinned by winnowing
   (the method of MOSS: Schleimer, Wilkerson and Aiken, SIGMOD 2003): any shared run
-  of at least :data:`GUARANTEE` characters shares a fingerprint. The hashing and
-  winnowing are those of the ``copydetect`` package (MIT licence); the tokenising is
-  done here, because ``copydetect`` keeps numbers and maps matches back to the
+  of at least :data:`GUARANTEE` characters shares a fingerprint. The winnowing and
+  the matching are those of the ``copydetect`` package (MIT licence). The hashing is
+  done here, with BLAKE2b, so that a class gets the same scores on every run; so is
+  the tokenising, because ``copydetect`` keeps numbers and maps matches back to the
   source only roughly.
 * **Given code.** Every piece that also occurs in the code the students were given
   (the source notebook's code cells with their solution regions removed, and the
@@ -41,6 +42,7 @@ everyone and says nothing. The report is evidence for a person to read, never a 
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
 import io
 import itertools
@@ -157,26 +159,36 @@ class Fingerprints:
     coverage: float
 
 
+def hashed_pieces(text: str) -> np.ndarray:
+    """The hash of every piece of :data:`NOISE` characters of ``text``, in order.
+
+    BLAKE2b, not Python's ``hash()`` (which copydetect uses): ``hash()`` of a string is
+    salted afresh in each process, so winnowing kept other pieces on every run and the
+    same class got other scores each time the report was made.
+    """
+    pieces = (text[i:i + NOISE].encode() for i in range(len(text) - NOISE + 1))
+    return np.fromiter((int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "little", signed=True)
+                        for piece in pieces), dtype=np.int64)
+
+
 def fingerprint(norm: Normalised, given: np.ndarray) -> Fingerprints:
-    """Winnowed fingerprints of ``norm`` (copydetect's), leaving out those in ``given``."""
+    """Winnowed fingerprints of ``norm`` (copydetect's winnowing), leaving out those in ``given``."""
     # deferred: copydetect takes about 0.8 s to import, and only this step needs it
-    from copydetect.utils import get_document_fingerprints, get_token_coverage
+    from copydetect.utils import get_token_coverage, winnow
 
     if len(norm.text) < NOISE:
         return Fingerprints(norm, set(), {}, 0.0)
-    hashes, where = get_document_fingerprints(norm.text, NOISE, GUARANTEE - NOISE + 1, given)
-    return Fingerprints(norm, hashes, where, float(get_token_coverage(where, NOISE, len(norm.text))))
+    hashes, at = winnow(hashed_pieces(norm.text), GUARANTEE - NOISE + 1, remove_duplicates=False)
+    kept = ~np.isin(hashes, given)
+    where: dict = {}
+    for value, index in zip(hashes[kept], at[kept], strict=True):
+        where.setdefault(value, []).append(index)
+    return Fingerprints(norm, set(where), where, float(get_token_coverage(where, NOISE, len(norm.text))))
 
 
 def given_hashes(given_code: str) -> np.ndarray:
     """Every piece's hash of the code all students were given (not winnowed: none may slip through)."""
-    # deferred: copydetect takes about 0.8 s to import, and only this step needs it
-    from copydetect.utils import hashed_kgrams
-
-    text = normalise(given_code).text
-    if len(text) < NOISE:
-        return np.array([], dtype=np.int64)
-    return np.unique(hashed_kgrams(text, NOISE))
+    return np.unique(hashed_pieces(normalise(given_code).text))
 
 
 @dataclass
