@@ -138,6 +138,38 @@ def test_save_scores_refuses_a_notebook_the_judge_has_not_seen(gradebook):
         saved(gradebook, nb, {})
 
 
+def test_a_written_answer_left_as_released_is_commented_no_response(gradebook):
+    """nbgrader's comment rule, kept: "No response." while the checksum still matches the released cell."""
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import compute_checksum
+
+    def comment(nb, resources):
+        saved(gradebook, nb, resources)
+        with Gradebook(gradebook) as gb:
+            return gb.find_comment("p3_a_written", "nb", "a", "s").auto_comment
+
+    nb, resources = judged(notebook([payload("p3.b.K", RIGHT_K)]))
+    assert comment(nb, resources) is None  # the student's own words
+    nb.cells[0].metadata["nbgrader"]["checksum"] = compute_checksum(nb.cells[0])
+    assert comment(nb, resources) == "No response."
+    assert saved(gradebook, nb, resources)["p3_a_written"] == (0.0, False)
+
+
+def test_a_notebook_s_scores_are_written_together_or_not_at_all(gradebook):
+    """A graded cell the gradebook does not know stops the step, and no score of that notebook is written."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    nb, resources = judged(notebook([payload("p3.b.K", RIGHT_K)], [payload("p3.d.K", 1.0)]))
+    assert saved(gradebook, nb, resources)["p3_b_K"] == (2.0, False)
+    nb, resources = judged(notebook([payload("p3.b.K", WRONG_K)], [payload("p3.d.K", 1.0)]))
+    nb.cells[2].metadata["nbgrader"]["grade_id"] = "p3_z_unknown"
+    with pytest.raises(MissingEntry, match="No such grade: a/nb/p3_z_unknown for s"):
+        saved(gradebook, nb, resources)
+    # p3_b_K comes before the unknown cell; its 0 is not written either
+    with Gradebook(gradebook) as gb:
+        assert gb.find_grade("p3_b_K", "nb", "a", "s").auto_score == 2.0
+
+
 def test_the_course_pipeline_saves_scores_with_save_scores_after_the_judge():
     from traitlets.config import Config
 

@@ -21,8 +21,10 @@ grade table and its overrides).
 
 from __future__ import annotations
 
+from nbconvert.preprocessors import Preprocessor
+from nbgrader.api import BaseCell, Comment, Grade, Gradebook, MissingEntry
 from nbgrader.preprocessors import SaveAutoGrades
-from nbgrader.utils import determine_grade
+from nbgrader.utils import compute_checksum, determine_grade, is_task
 
 from .judge import Verdict, recorded_verdict
 
@@ -64,19 +66,50 @@ class SaveScores(SaveAutoGrades):
     Refuses to run on a notebook the judge has not seen (``JudgeAnswers`` must come before it
     in the pipeline), since without verdicts every answer would be scored 0 or on outputs the
     kernel wrote.
+
+    The notebook's grade and comment rows are read in three queries and written in one
+    transaction; nbgrader looks each row up with its own query and commits it on its own
+    (about 38 commits a notebook), and a failure half-way left half the scores written.
     """
 
     def preprocess(self, nb, resources):
         if not (resources.get("rbtutor") or {}).get("judged"):
             raise RuntimeError("expected JudgeAnswers to run before SaveScores in "
                                "Autograde.autograde_preprocessors, got a notebook without verdicts")
-        return super().preprocess(nb, resources)
+        info = resources["nbgrader"]
+        self.notebook_id, self.assignment_id = info["notebook"], info["assignment"]
+        self.student_id, self.db_url = info["student"], info["db_url"]
+        self.gradebook = Gradebook(self.db_url)
+        with self.gradebook:
+            submitted = self.gradebook.find_submission_notebook(self.notebook_id, self.assignment_id,
+                                                                self.student_id)
+            self._grades, self._comments = _rows_by_cell(self.gradebook.db, Grade, submitted), \
+                _rows_by_cell(self.gradebook.db, Comment, submitted)
+            nb, resources = Preprocessor.preprocess(self, nb, resources)  # _add_score, _add_comment per cell
+            self.gradebook.db.commit()
+        return nb, resources
 
     def _add_score(self, cell, resources) -> None:
-        """The cell's automatic score into the gradebook; a manual score already there is kept."""
-        grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
-                                          self.assignment_id, self.student_id)
+        """The cell's automatic score; a manual score already there is kept."""
+        grade = self._row(self._grades, cell, "grade")
         grade.auto_score, _ = cell_score(cell, self.log)
         # as nbgrader: a manual score, or no automatic one, asks for a human look
         grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
-        self.gradebook.db.commit()
+
+    def _add_comment(self, cell, resources) -> None:
+        """As nbgrader: "No response." on a solution cell left as released, no comment otherwise."""
+        comment = self._row(self._comments, cell, "comment")
+        untouched = cell.metadata["nbgrader"].get("checksum") == compute_checksum(cell) and not is_task(cell)
+        comment.auto_comment = "No response." if untouched else None
+
+    def _row(self, rows: dict, cell, kind: str):
+        name = cell.metadata["nbgrader"]["grade_id"]
+        if name not in rows:
+            raise MissingEntry(f"No such {kind}: {self.assignment_id}/{self.notebook_id}/{name} for {self.student_id}")
+        return rows[name]
+
+
+def _rows_by_cell(db, model, submitted) -> dict:
+    """The ``Grade`` or ``Comment`` rows of one submitted notebook, by the name of their cell (one query)."""
+    query = db.query(model, BaseCell.name).join(BaseCell, BaseCell.id == model.cell_id)
+    return {name: row for row, name in query.filter(model.notebook_id == submitted.id)}
