@@ -21,7 +21,7 @@ from nbgrader.preprocessors import CheckCellMetadata, OverwriteCells
 from nbgrader.utils import compute_checksum
 from traitlets import Bool, Unicode
 
-from ..course.render import data_source
+from ..problems.data_cells import data_source
 from ..problems.variants import per_student, variant
 from .judge import course_reference, stored_variant
 from .outputs import cut
