@@ -45,8 +45,14 @@
   and ``RBTUTOR_GRADEBOOK`` (which holds it) set for the instructor only (shell and server);
 * then starts JupyterHub on http://127.0.0.1:8000 in the background (log in :data:`LOG`).
 
+Where systemd is the init system, the hub (and the PostgreSQL server) are systemd services,
+:data:`HUB_UNIT` (and :data:`PG_UNIT`), written to :data:`SYSTEMD_UNITS` and enabled, so they
+start again at boot, as The Littlest JupyterHub does; elsewhere (a container, this project's CI)
+the hub is a background process with its pid in :data:`PID_FILE`, and ``pg_ctl`` runs PostgreSQL.
+``python3 hub/hubctl.py units --into DIR`` writes the units to read or install by hand.
+
 ``python3 hub/hubctl.py down`` stops the hub, its proxy, the users' servers and the PostgreSQL
-server if one was started.
+server if one was started (and disables their services).
 
 This script uses the standard library only: it runs before the course environment exists.
 """
@@ -89,7 +95,10 @@ STATIC = PREFIX / "static"  # served by the instructor's server under static/: M
 EXCHANGE = Path("/srv/nbgrader/exchange")
 STATE = Path("/var/lib/rbtutor-hub")  # the hub's database, cookie secret and pid files
 LOG = Path("/var/log/rbtutor-hub.log")
-PID_FILE = STATE / "jupyterhub.pid"
+PID_FILE = STATE / "jupyterhub.pid"  # where systemd does not run
+SYSTEMD_UNITS = Path("/etc/systemd/system")  # where systemd runs: the hub's and PostgreSQL's units
+HUB_UNIT = "rbtutor-hub.service"
+PG_UNIT = "rbtutor-postgres.service"
 PASSWORDS = Path("/etc/rbtutor/hub-passwords.json")
 SYSTEM_NBGRADER_CONFIG = Path("/etc/jupyter/nbgrader_config.py")
 URL = "http://127.0.0.1:8000"
@@ -554,18 +563,32 @@ def ensure_due_dates(link: Path, owner: tuple[int, int], target: Path = DUE_DATE
         os.lchown(link, *owner)
 
 # --- the PostgreSQL gradebook (make hub GRADEBOOK=postgres)
-def ensure_postgres() -> str:
-    """Start the course's PostgreSQL server (created the first time) and return the gradebook URL."""
+def postgres_server(password: str | None = None):
     sys.path.insert(0, str(HERE))
-    from pgserver import PostgresError, PostgresServer
+    from pgserver import PostgresServer
+
+    return PostgresServer(PG_FOLDER, PG_PORT, password=password)
+
+
+def ensure_postgres() -> str:
+    """Start the course's PostgreSQL server (created the first time) and return the gradebook URL.
+
+    Where systemd runs, the server is its service :data:`PG_UNIT`; elsewhere ``pg_ctl`` starts it."""
+    sys.path.insert(0, str(HERE))
+    from pgserver import PostgresError
 
     try:
         secret = STATE / "postgres_password"  # root only (STATE is 0700)
         if not secret.exists():
             secret.write_text(secrets.token_urlsafe(18) + "\n")
             os.chmod(secret, 0o600)
-        server = PostgresServer(PG_FOLDER, PG_PORT, password=secret.read_text().strip())
-        if not (server.data / "PG_VERSION").exists() or not server.running():
+        server = postgres_server(secret.read_text().strip())
+        if systemd_running():
+            server.create()
+            install_unit(PG_UNIT, server.systemd_unit(PG_DESCRIPTION))
+            run("systemctl", "enable", "--now", PG_UNIT)
+            server.wait_ready()
+        elif not (server.data / "PG_VERSION").exists() or not server.running():
             server.start()
         url = server.create_database(COURSE_ID)
     except PostgresError as exc:
@@ -578,12 +601,13 @@ def ensure_postgres() -> str:
 
 
 def stop_postgres() -> None:
+    if under_systemd(PG_UNIT):
+        run("systemctl", "disable", "--now", PG_UNIT)
+        say("PostgreSQL stopped (and will not start at boot)")
+        return
     if not (PG_FOLDER / "data" / "PG_VERSION").exists():
         return
-    sys.path.insert(0, str(HERE))
-    from pgserver import PostgresServer
-
-    PostgresServer(PG_FOLDER, PG_PORT).stop()
+    postgres_server().stop()
     say("PostgreSQL stopped")
 
 
@@ -595,9 +619,79 @@ def gradebook_url() -> str | None:
         return None
 
 
+# --- systemd where it runs (as The Littlest JupyterHub does), pid files where it does not
+PG_DESCRIPTION = "PostgreSQL server of the rbtutor course gradebook (written by hub/hubctl.py)"
+
+
+def systemd_running() -> bool:
+    """Whether systemd is this machine's init system (the test of ``sd_booted(3)``)."""
+    return Path("/run/systemd/system").is_dir()
+
+
+def under_systemd(unit: str) -> bool:
+    """Whether ``unit`` is run by systemd here: systemd runs, and :func:`install_unit` wrote it."""
+    return systemd_running() and (SYSTEMD_UNITS / unit).exists()
+
+
+def hub_argv() -> list[str]:
+    """The hub's command line, for both ways of starting it."""
+    return [str(VENV / "bin" / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")]
+
+
+def hub_path() -> str:
+    return f"{VENV / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def hub_unit(postgres: bool = False) -> str:
+    """The systemd service of the hub: what :func:`start` runs without systemd, and the same stop.
+
+    ``KillMode=mixed`` sends SIGTERM to the hub alone, which stops its proxy, servers and
+    services itself; whatever is left after ``TimeoutStopSec`` is killed, as :func:`stop` does.
+    With the PostgreSQL gradebook, the hub needs :data:`PG_UNIT` and starts after it."""
+    needs = f"Requires={PG_UNIT}\nAfter={PG_UNIT}\n" if postgres else ""
+    return ("[Unit]\nDescription=JupyterHub of the rbtutor course (written by hub/hubctl.py)\n"
+            f"After=network-online.target\nWants=network-online.target\n{needs}\n"
+            f"[Service]\nUser=root\nWorkingDirectory={STATE}\nEnvironment=PATH={hub_path()}\n"
+            f"ExecStart={' '.join(hub_argv())}\nStandardOutput=append:{LOG}\nStandardError=inherit\n"
+            "KillMode=mixed\nTimeoutStopSec=45\nRestart=on-failure\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+
+
+def units(postgres: bool) -> dict[str, str]:
+    """Every unit of this deployment by file name: the hub's, and PostgreSQL's with that gradebook."""
+    written = {HUB_UNIT: hub_unit(postgres)}
+    if postgres:
+        sys.path.insert(0, str(HERE))
+        from pgserver import PostgresError
+
+        try:
+            written[PG_UNIT] = postgres_server().systemd_unit(PG_DESCRIPTION)
+        except PostgresError as exc:
+            raise HubError(str(exc)) from exc
+    return written
+
+
+def install_unit(name: str, text: str) -> None:
+    """Write ``name`` into :data:`SYSTEMD_UNITS` when it changed, and have systemd read it again."""
+    path = SYSTEMD_UNITS / name
+    if path.exists() and path.read_text() == text:
+        return
+    path.write_text(text)
+    run("systemctl", "daemon-reload")
+
+
+def unit_state(unit: str) -> str:
+    """``systemctl is-active``'s word for ``unit``: active, activating, failed, inactive, ..."""
+    return subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True).stdout.strip()
+
+
 # --- the hub process
 def hub_pid() -> int | None:
     """The running hub's pid, or None."""
+    if under_systemd(HUB_UNIT):
+        shown = subprocess.run(["systemctl", "show", "--property=MainPID", "--value", HUB_UNIT],
+                               capture_output=True, text=True).stdout.strip()
+        return int(shown) if shown.isdigit() and int(shown) > 0 else None
     try:
         pid = int(PID_FILE.read_text().strip())
         os.kill(pid, 0)
@@ -610,11 +704,13 @@ def hub_pid() -> int | None:
     return pid if b"jupyterhub" in cmdline else None
 
 
-def wait_until_up(process: subprocess.Popen, timeout: float = 90.0) -> None:
+def wait_until_up(ended, timeout: float = 90.0) -> None:
+    """Wait until the hub answers on :data:`URL`; ``ended()`` says how it ended, or None while it runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise HubError(f"JupyterHub exited with status {process.returncode}; last lines of {LOG}:\n"
+        how = ended()
+        if how is not None:
+            raise HubError(f"JupyterHub {how}; last lines of {LOG}:\n"
                            + "\n".join(LOG.read_text(errors="replace").splitlines()[-25:]))
         try:
             with urllib.request.urlopen(f"{URL}/hub/api", timeout=2) as response:
@@ -627,23 +723,34 @@ def wait_until_up(process: subprocess.Popen, timeout: float = 90.0) -> None:
 
 
 def start(extra_env: dict[str, str] | None = None) -> int:
-    """Start JupyterHub in the background; return its pid once it answers."""
+    """Start JupyterHub in the background; return its pid once it answers.
+
+    Where systemd runs, the hub is the service :data:`HUB_UNIT`, enabled so that it starts at
+    boot (``extra_env`` is then not used); elsewhere a process of its own, its pid in :data:`PID_FILE`."""
     pid = hub_pid()
     if pid:
         say(f"already running (pid {pid}) on {URL}; `make hub-stop` first to restart it")
         return pid
-    env = {**os.environ, **(extra_env or {}), "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-    env.pop("JUPYTER_PATH", None)
-    env.pop("JUPYTER_CONFIG_DIR", None)
     end_leftovers()  # a server or service of a hub that was killed would hold its port
     LOG.touch()
     os.chmod(LOG, 0o600)  # the servers and services log there: root only
+    if systemd_running():
+        install_unit(HUB_UNIT, hub_unit(postgres=gradebook_url() is not None))
+        run("systemctl", "enable", "--now", HUB_UNIT)
+        wait_until_up(lambda: None if unit_state(HUB_UNIT) in ("active", "activating", "reloading")
+                      else f"service {HUB_UNIT} is {unit_state(HUB_UNIT)}")
+        pid = hub_pid()
+        say(f"JupyterHub is up on {URL} (systemd service {HUB_UNIT}, pid {pid}, log {LOG}); "
+            f"passwords in {PASSWORDS}")
+        return pid
+    env = {**os.environ, **(extra_env or {}), "PATH": f"{VENV / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    env.pop("JUPYTER_PATH", None)
+    env.pop("JUPYTER_CONFIG_DIR", None)
     with LOG.open("ab") as log:
-        process = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
-                                   cwd=STATE, env=env, stdout=log, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(hub_argv(), cwd=STATE, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
     PID_FILE.write_text(f"{process.pid}\n")
-    wait_until_up(process)
+    wait_until_up(lambda: None if process.poll() is None else f"exited with status {process.returncode}")
     say(f"JupyterHub is up on {URL} (pid {process.pid}, log {LOG}); passwords in {PASSWORDS}")
     return process.pid
 
@@ -723,9 +830,15 @@ def stop(timeout: float = 45.0) -> bool:
     SIGINT, then SIGTERM and SIGKILL after the spawner's timeouts, 20 s at most). A hub still
     running after ``timeout`` seconds is killed with its process group, and whatever it left
     (:func:`leftover_processes`) is ended here, so that the next start finds no stale server.
+    Where systemd runs the hub, ``systemctl disable --now`` does the same (``TimeoutStopSec``),
+    and the hub no longer starts at boot.
     """
     pid = hub_pid()
-    if pid is None:
+    if under_systemd(HUB_UNIT):
+        started = time.monotonic()
+        run("systemctl", "disable", "--now", HUB_UNIT)
+        say(f"hub stopped in {time.monotonic() - started:.1f} s (systemd service {HUB_UNIT}, disabled)")
+    elif pid is None:
         say("no hub running")
     else:
         os.kill(pid, signal.SIGTERM)
@@ -765,14 +878,22 @@ def up(start_hub: bool = True, gradebook: str = "sqlite") -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="hub/hubctl.py", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "setup"],
-                        help="up: set up and start; setup: set up only; down: stop")
+    parser.add_argument("command", choices=["up", "down", "setup", "units"],
+                        help="up: set up and start; setup: set up only; down: stop; units: write the systemd "
+                             "units `up` installs where systemd runs into --into, to read or install by hand")
+    parser.add_argument("--into", type=Path, help="units: the folder to write them into")
     parser.add_argument("--gradebook", choices=["sqlite", "postgres"], default="sqlite",
                         help="where the course gradebook lives: SQLite in the course folder (default) or a "
                              "PostgreSQL server started here (several graders at once)")
     args = parser.parse_args(argv)
+    if args.command == "units" and args.into is None:
+        parser.error("units needs --into FOLDER")
     try:
-        if args.command == "down":
+        if args.command == "units":
+            for name, text in units(postgres=args.gradebook == "postgres").items():
+                (args.into / name).write_text(text)
+                say(f"wrote {args.into / name}")
+        elif args.command == "down":
             require_root()
             stop()
             stop_postgres()

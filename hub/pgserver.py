@@ -11,6 +11,10 @@ PostgreSQL refuses to run as root, so when this runs as root the server runs as 
 ``postgres`` system user (or ``nobody`` when there is none), with ``runuser``, in a folder that
 user owns.
 
+:meth:`PostgresServer.start` starts the server with ``pg_ctl``; where systemd runs, the hub
+instead installs :meth:`PostgresServer.systemd_unit` (the same command line and options) after
+:meth:`PostgresServer.create`.
+
 This module uses the standard library only: ``hub/hubctl.py`` runs before any environment exists.
 """
 
@@ -21,6 +25,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 ROLE = "rbtutor"  # the database role the graders connect as
@@ -48,10 +53,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def server_user() -> str | None:
-    """The account the server runs as: None (this one) unless we are root."""
-    if os.geteuid() != 0:
-        return None
+def service_account() -> str:
+    """The account a server started by root runs as: ``postgres``, or ``nobody`` when there is none."""
     for name in ("postgres", "nobody"):
         try:
             pwd.getpwnam(name)
@@ -60,6 +63,11 @@ def server_user() -> str | None:
         return name
     raise PostgresError("running as root, and there is neither a postgres nor a nobody account to run "
                         "PostgreSQL as (it refuses root)")
+
+
+def server_user() -> str | None:
+    """The account the server runs as: None (this one) unless we are root."""
+    return service_account() if os.geteuid() == 0 else None
 
 
 class PostgresServer:
@@ -108,8 +116,8 @@ class PostgresServer:
             account = pwd.getpwnam(self.user)
             os.chown(path, account.pw_uid, account.pw_gid)
 
-    def start(self) -> None:
-        """Create the cluster when needed and start the server; return once it accepts connections."""
+    def create(self) -> None:
+        """Create the folder and the cluster (``initdb``) when they are not there yet."""
         self.folder.mkdir(parents=True, exist_ok=True)
         if self.user:
             closed = [str(p) for p in self.folder.parents if os.stat(p).st_mode & 0o001 == 0]
@@ -132,11 +140,46 @@ class PostgresServer:
             finally:
                 if self.password:
                     secret.unlink(missing_ok=True)
-        sockets = self.folder / "sockets"
-        sockets.mkdir(exist_ok=True)
-        self._own(sockets)
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {sockets}"
-        self._run(self.bin / "pg_ctl", "-D", self.data, "-l", self.log, "-o", options, "-w", "-t", "60", "start")
+        self.sockets.mkdir(exist_ok=True)
+        self._own(self.sockets)
+
+    @property
+    def sockets(self) -> Path:
+        return self.folder / "sockets"
+
+    def options(self) -> list[str]:
+        """The server's options: this port, the loopback address only, its own socket folder."""
+        return ["-p", str(self.port), "-c", "listen_addresses=127.0.0.1", "-k", str(self.sockets)]
+
+    def start(self) -> None:
+        """Create the cluster when needed and start the server with ``pg_ctl``; return once it accepts
+        connections. (Where systemd runs, the hub starts it from :meth:`systemd_unit` instead.)"""
+        self.create()
+        self._run(self.bin / "pg_ctl", "-D", self.data, "-l", self.log, "-o", " ".join(self.options()),
+                  "-w", "-t", "60", "start")
+
+    def systemd_unit(self, description: str) -> str:
+        """A systemd service running this server: the unit PostgreSQL's manual gives (server
+        start-up, "Using systemd"), with this cluster's folder, account and options."""
+        argv = " ".join([str(self.bin / "postgres"), "-D", str(self.data), *self.options()])
+        return (f"[Unit]\nDescription={description}\nDocumentation=man:postgres(1)\n"
+                "After=network-online.target\nWants=network-online.target\n\n"
+                f"[Service]\nType=notify\nUser={service_account()}\nExecStart={argv}\n"
+                f"StandardOutput=append:{self.log}\nStandardError=inherit\n"
+                "ExecReload=/bin/kill -HUP $MAINPID\nKillMode=mixed\nKillSignal=SIGINT\nTimeoutSec=infinity\n\n"
+                "[Install]\nWantedBy=multi-user.target\n")
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Return once the server accepts connections (``pg_isready``), or raise after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self._run(self.bin / "pg_isready", "-h", "127.0.0.1", "-p", self.port, "-t", "5", check=False)
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise PostgresError(f"PostgreSQL on port {self.port} did not accept connections within "
+                                    f"{timeout:.0f} s: {result.stdout.strip()} (log: {self.log})")
+            time.sleep(0.2)
 
     def running(self) -> bool:
         return self._run(self.bin / "pg_ctl", "-D", self.data, "status", check=False).returncode == 0

@@ -27,15 +27,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
 from pgserver import PostgresError, PostgresServer, bin_dir, free_port
 
 
-@pytest.fixture(scope="session")
-def postgres_server():
-    """A running :class:`PostgresServer`; ``create_database(name)`` gives a fresh database's URL."""
+def require_postgres() -> None:
+    """Skip (locally) or fail (in CI) without PostgreSQL's server binaries, saying why."""
     try:
         bin_dir()
     except PostgresError as exc:
         if os.environ.get("CI"):
             pytest.fail(f"CI must provide PostgreSQL: {exc}", pytrace=False)
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A running :class:`PostgresServer`; ``create_database(name)`` gives a fresh database's URL."""
+    require_postgres()
     folder = Path(tempfile.mkdtemp(prefix="rbtutor-pg-"))
     os.chmod(folder, 0o711)  # the server's own account must reach its folder below this one
     server = None

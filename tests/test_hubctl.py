@@ -1,13 +1,17 @@
 """Parts of hub/hubctl.py that need no hub: the student-id check before accounts are made, the
-terminal's PATH script, and the search for processes a killed hub left behind.
+terminal's PATH script, the search for processes a killed hub left behind, and the systemd units
+(checked with ``systemd-analyze verify``; the PostgreSQL unit's command line is run).
 
 The whole set-up runs in tests/test_hub.py (root, a real hub)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -73,3 +77,104 @@ def test_a_zombie_counts_as_ended():
     deadline_ok = hubctl.wait_gone([child.pid], 30)
     assert deadline_ok == [], "an exited child must count as ended"
     child.wait()
+
+
+# --------------------------------------------------------------- the systemd units (where systemd runs)
+
+
+def _systemd_analyze() -> str:
+    """systemd-analyze, which checks a unit without a running systemd; skip (locally) or fail (CI) without it."""
+    found = shutil.which("systemd-analyze")
+    if found is None:
+        reason = "systemd-analyze is missing (Debian's systemd package): the hub's units cannot be checked"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must provide it: {reason}", pytrace=False)
+        pytest.skip(reason)
+    return found
+
+
+def _verify(*units: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([_systemd_analyze(), "verify", *map(str, units)], capture_output=True, text=True,
+                          cwd=units[0].parent, timeout=120)
+
+
+def _service(text: str) -> dict[str, str]:
+    """The ``[Service]`` section's settings (each key once in our units)."""
+    section = text.split("[Service]\n", 1)[1].split("\n[", 1)[0]
+    return dict(line.split("=", 1) for line in section.splitlines() if line)
+
+
+@pytest.fixture
+def deployment(tmp_path, monkeypatch):
+    """hubctl's paths moved under ``tmp_path``, with a course environment whose jupyterhub is this one."""
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "jupyterhub").symlink_to(Path(sys.executable).parent / "jupyterhub")
+    monkeypatch.setattr(hubctl, "VENV", venv_bin.parent)
+    monkeypatch.setattr(hubctl, "STATE", tmp_path / "state")
+    monkeypatch.setattr(hubctl, "LOG", tmp_path / "hub.log")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "units").mkdir()
+    return tmp_path
+
+
+def test_the_hub_unit_passes_systemd_analyze_and_runs_what_start_runs(deployment):
+    units = deployment / "units"
+    assert hubctl.main(["units", "--into", str(units)]) == 0
+    assert sorted(p.name for p in units.iterdir()) == [hubctl.HUB_UNIT]
+    checked = _verify(units / hubctl.HUB_UNIT)
+    assert (checked.returncode, checked.stdout + checked.stderr) == (0, "")
+    service = _service((units / hubctl.HUB_UNIT).read_text())
+    assert service["ExecStart"].split() == hubctl.hub_argv()  # the argv the pid-file start runs
+    assert service["WorkingDirectory"] == str(hubctl.STATE)
+    assert service["KillMode"] == "mixed"  # SIGTERM to the hub alone: it stops its servers itself
+    # the check can fail: a course environment without jupyterhub
+    (deployment / "venv" / "bin" / "jupyterhub").unlink()
+    failed = _verify(units / hubctl.HUB_UNIT)
+    assert failed.returncode != 0
+    assert "is not executable" in failed.stderr
+
+
+def test_the_postgres_unit_starts_the_server_and_its_kill_signal_stops_it(deployment, monkeypatch):
+    """The PostgreSQL unit's command line, run as its ``User``, serves the gradebook; its ``KillSignal``
+    (what ``systemctl stop`` sends the main process) ends it cleanly."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from postgres import require_postgres
+
+    require_postgres()
+    from pgserver import free_port
+
+    folder = Path(tempfile.mkdtemp(prefix="rbtutor-pg-unit-"))
+    os.chmod(folder, 0o711)  # the server's own account must reach its folder below this one
+    monkeypatch.setattr(hubctl, "PG_FOLDER", folder / "cluster")
+    monkeypatch.setattr(hubctl, "PG_PORT", free_port())
+    units = deployment / "units"
+    server = hubctl.postgres_server()
+    try:
+        assert hubctl.main(["units", "--gradebook", "postgres", "--into", str(units)]) == 0
+        pg_unit = units / hubctl.PG_UNIT
+        checked = _verify(units / hubctl.HUB_UNIT, pg_unit)
+        assert (checked.returncode, checked.stdout + checked.stderr) == (0, "")
+        assert f"Requires={hubctl.PG_UNIT}" in (units / hubctl.HUB_UNIT).read_text()
+        service = _service(pg_unit.read_text())
+        assert service["Type"] == "notify"
+        server.create()
+        argv = service["ExecStart"].split()
+        if os.geteuid() == 0:
+            argv = ["runuser", "-u", service["User"], "--", *argv]
+        with open(server.log, "ab") as log:
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            server.wait_ready()
+            assert server.psql("SELECT 40 + 2").strip() == "42"
+            main_pid = int((server.data / "postmaster.pid").read_text().split()[0])
+            os.kill(main_pid, getattr(signal, service["KillSignal"]))
+            assert process.wait(timeout=60) == 0
+            assert not (server.data / "postmaster.pid").exists()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    finally:
+        server.remove()
+        shutil.rmtree(folder, ignore_errors=True)
