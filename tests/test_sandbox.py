@@ -141,9 +141,12 @@ def test_honest_code_works(course):
 
 def test_course_files_cannot_be_read(course):
     root, work = course
+    package = [KEY, ROOT / "rbtutor" / "problems" / "answer_key.yaml", ROOT / "rbtutor" / "problems" / "__init__.py"]
+    for secret in package:
+        assert secret.is_file(), f"{secret} must exist for its refusal to mean anything"
     paths = [root / "exercises" / "problem03" / "problem03.ipynb", "../../../exercises/problem03/problem03.ipynb",
              root / "submitted" / "other" / "problem03" / "problem03.ipynb", root / "gradebook.db",
-             "../../../gradebook.db", KEY, ROOT / "rbtutor" / "problems.py", ROOT / "exercises" / "problem_data.yaml"]
+             "../../../gradebook.db", *package, ROOT / "exercises" / "problem_data.yaml"]
     out = execute(work, [probe(f"print(open({str(p)!r}).read()[:50])") for p in paths]
                   + [probe(f"print(os.listdir({str(root)!r}))")])
     found = results(out)
