@@ -114,6 +114,11 @@ def test_two_graders_on_postgresql_give_the_sqlite_grades(collected, postgres_se
         " (SELECT count(*) FROM (SELECT notebook_id, cell_id FROM grade GROUP BY notebook_id, cell_id"
         "  HAVING count(*) > 1) AS twice)", "two_graders").strip().split("|")
     assert [int(n) for n in counts] == [3, 3, 3, len(reference), 0]
+    # both graders asked for the lookup indexes at once; they are there, once each
+    indexes = postgres_server.psql("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'rbtutor_%' "
+                                   "ORDER BY indexname", "two_graders").split()
+    from rbtutor.course.nbgrader import GRADEBOOK_INDEXES
+    assert indexes == sorted(f"rbtutor_{table}_{column}" for table, column in GRADEBOOK_INDEXES)
     from nbgrader.api import Gradebook
 
     with Gradebook(url, course_id="rbtutor") as gradebook:

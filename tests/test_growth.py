@@ -311,3 +311,27 @@ def test_start_run_stores_the_class_keys_where_the_judge_reads_them(course_data,
 class _Section(dict):
     def __getattr__(self, name):
         return self[name]
+
+
+def test_each_notebook_s_row_lookups_use_an_index_not_a_scan(tmp_path, venv_on_path):
+    """nbgrader's gradebook has no index starting with these columns, so finding one submitted
+    notebook's grades scanned every grade of the class; index_gradebook adds them (twice: no error)."""
+    from sqlalchemy import create_engine, text
+
+    from rbtutor.course.nbgrader import GRADEBOOK_INDEXES, index_gradebook
+
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    _gradebook(url, 5)
+    engine = create_engine(url)
+
+    def plans() -> list[str]:
+        with engine.connect() as connection:
+            return [" ".join(str(row[-1]) for row in connection.execute(
+                text(f"EXPLAIN QUERY PLAN SELECT * FROM {table} WHERE {column} = 'x'")))
+                for table, column in GRADEBOOK_INDEXES]
+
+    assert all(plan.startswith("SCAN") for plan in plans()), plans()
+    index_gradebook(engine)
+    index_gradebook(engine)
+    assert all("USING INDEX rbtutor_" in plan for plan in plans()), plans()
+    engine.dispose()

@@ -59,7 +59,7 @@ from ..problems.variants import per_student
 from .class_report import write_class_report
 from .late import own_due, prepare_deadlines, set_due_dates, settle_penalties
 from .layout import CourseLayout
-from .nbgrader import api, owner_check, share_gradebook_engines
+from .nbgrader import api, index_gradebook, owner_check, share_gradebook_engines
 
 
 def generate(layout: CourseLayout) -> int:
@@ -573,6 +573,7 @@ def start_run(layout: CourseLayout):
                 "it was not graded.", path=f"submitted/{student}/{assignment}")])
             refused.append((assignment, student, reason))
     with grader.gradebook as gradebook:
+        index_gradebook(gradebook.engine)  # each notebook's lookups: no scan of the class's rows
         for student in sorted({s for _, _, s in work}):
             gradebook.update_or_create_student(student)
         class_list = [s.id for s in gradebook.students]
