@@ -68,8 +68,8 @@ class SaveScores(SaveAutoGrades):
     kernel wrote.
 
     The notebook's grade and comment rows are read in three queries and written in one
-    transaction; nbgrader looks each row up with its own query and commits it on its own
-    (about 38 commits a notebook), and a failure half-way left half the scores written.
+    transaction. nbgrader's step looks each row up with a query of its own and commits it on
+    its own, so a failure half-way left half the notebook's scores written.
     """
 
     def preprocess(self, nb, resources):
