@@ -685,6 +685,12 @@ def unit_state(unit: str) -> str:
     return subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True).stdout.strip()
 
 
+def hub_service_ended() -> str | None:
+    """How the hub's service ended (for :func:`wait_until_up`), or None while it runs or starts."""
+    state = unit_state(HUB_UNIT)
+    return None if state in ("active", "activating", "reloading") else f"service {HUB_UNIT} is {state}"
+
+
 # --- the hub process
 def hub_pid() -> int | None:
     """The running hub's pid, or None."""
@@ -737,8 +743,7 @@ def start(extra_env: dict[str, str] | None = None) -> int:
     if systemd_running():
         install_unit(HUB_UNIT, hub_unit(postgres=gradebook_url() is not None))
         run("systemctl", "enable", "--now", HUB_UNIT)
-        wait_until_up(lambda: None if unit_state(HUB_UNIT) in ("active", "activating", "reloading")
-                      else f"service {HUB_UNIT} is {unit_state(HUB_UNIT)}")
+        wait_until_up(hub_service_ended)
         pid = hub_pid()
         say(f"JupyterHub is up on {URL} (systemd service {HUB_UNIT}, pid {pid}, log {LOG}); "
             f"passwords in {PASSWORDS}")
