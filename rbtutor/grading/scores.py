@@ -83,8 +83,8 @@ class SaveScores(SaveAutoGrades):
         with self.gradebook:
             submitted = self.gradebook.find_submission_notebook(self.notebook_id, self.assignment_id,
                                                                 self.student_id)
-            self._grades, self._comments = _rows_by_cell(self.gradebook.db, Grade, submitted), \
-                _rows_by_cell(self.gradebook.db, Comment, submitted)
+            self._grades = _rows_by_cell(self.gradebook.db, Grade, submitted)
+            self._comments = _rows_by_cell(self.gradebook.db, Comment, submitted)
             nb, resources = Preprocessor.preprocess(self, nb, resources)  # _add_score, _add_comment per cell
             self.gradebook.db.commit()
         return nb, resources
