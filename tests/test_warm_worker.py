@@ -49,10 +49,12 @@ def test_the_fork_server_ends_without_teardown_and_its_workers_work():
     registers the quick end; the pool works, and its fork server ends when told to. (How much
     quicker: benchmarks/bench_grading.py counts the CPU of the end of each run.)"""
     probe = """
-import os, sys
+import os, sys, threading
 from multiprocessing import forkserver
 from rbtutor.course.grade import worker_pool
 where = "__import__('rbtutor.course.warm_worker').course.warm_worker.IN_FORK_SERVER"
+other = threading.Thread(target=threading.Event().wait, args=(30,), daemon=True)
+other.start()  # a second thread: the workers come from the fork server
 with worker_pool(2) as pool:
     assert list(pool.map(abs, [-1, -2, -3])) == [1, 2, 3]
     assert pool.submit(eval, where).result() is True
@@ -64,3 +66,44 @@ print(server)
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert not os.path.exists(f"/proc/{int(out[0])}"), "the fork server still runs"
     assert warm_worker.IN_FORK_SERVER is False  # imported by this test's process
+
+
+def test_workers_are_forked_from_this_process_when_it_runs_one_thread():
+    """The grading code is imported once, here, and the workers are this process's children: no
+    fork server (which would import it all again). The warm-up ran here, without the fork
+    server's quick end."""
+    probe = """
+import os, sys
+from multiprocessing import forkserver
+from rbtutor.course.grade import worker_pool
+with worker_pool(2) as pool:
+    parents = set(pool.map(eval, ["__import__('os').getppid()"] * 4))
+print(parents == {os.getpid()}, forkserver._forkserver._forkserver_pid is None,
+      "rbtutor.course.warm_worker" in sys.modules, sys.modules["rbtutor.course.warm_worker"].IN_FORK_SERVER)
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "True", "False"]
+
+
+def test_with_another_thread_running_the_workers_come_from_the_fork_server():
+    """A fork copies only the forking thread: a lock another thread held at that moment would stay
+    locked in the worker. So while a second thread runs, the workers come from the fork server."""
+    probe = """
+import os, threading
+from multiprocessing import forkserver
+from rbtutor.course.grade import worker_pool
+done = threading.Event()
+other = threading.Thread(target=done.wait)
+other.start()
+try:
+    with worker_pool(2) as pool:
+        parents = set(pool.map(eval, ["__import__('os').getppid()"] * 4))
+finally:
+    done.set()
+    other.join()
+server = forkserver._forkserver._forkserver_pid
+print(parents == {server}, server != os.getpid())
+forkserver._forkserver._stop()
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True"]

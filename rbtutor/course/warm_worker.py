@@ -1,6 +1,7 @@
 """Imported, last of :data:`rbtutor.course.grade.WORKER_MODULES`, by the process the grading
-workers are forked from: it does once, before the fork, what each worker's first notebook would
-otherwise do for itself, so that every worker starts with it done.
+workers are forked from (the grading process itself, or multiprocessing's fork server, see
+:func:`rbtutor.course.grade.worker_pool`): it does once, before the fork, what each worker's first
+notebook would otherwise do for itself, so that every worker starts with it done.
 
 Measured on a worker's first notebook against its second (class of 30, 2026-12-04): about
 0.35 CPU s more, spent on IPython's path module (jupyter_client's kernel-spec lookup loads it,
