@@ -79,6 +79,24 @@ def test_sign_and_five_percent_fail(answer_id):
         assert verdict(answer_id, ref * factor).diagnosis != "factor_1000", (answer_id, factor)
 
 
+@pytest.mark.parametrize("answer_id", NUMERIC)
+def test_without_the_diagnosis_the_same_answers_pass(answer_id):
+    """``diagnose=False`` (the classmates' check, which asks only whether an answer passes) changes
+    the verdict of no answer: right ones, negated, scaled, the named mistakes, wrong shapes."""
+    ref = reference(answer_id)
+    answer = KEY[answer_id]
+    tried = [*other_forms(ref), -ref, ref * 1.0005, ref * 1.05, ref * 1000, ref / 1000, ref * 9.81,
+             ref * 2 * math.pi, np.degrees(ref), np.radians(ref), ref + 1e-9, np.zeros_like(ref), ref.T,
+             [*np.ravel(ref), 1.0], "text", float("nan")]
+    tried += [wrong for _, wrong in answer.mistakes]
+    for value in tried:
+        full, quick = verdict(answer_id, value), verdict(answer_id, value, diagnose=False)
+        assert quick.passed == full.passed, (answer_id, value, full, quick)
+        if not full.passed and full.diagnosis in ("not_numeric", "not_finite", "shape", "transposed"):
+            assert quick == full  # refused before any comparison: the same verdict
+    assert any(not verdict(answer_id, v, diagnose=False).passed for v in tried)
+
+
 def test_text_answer():
     for text in ["sway-roll", "Roll-Sway", "  SWAY roll ", "sway_roll"]:
         assert verdict("p1.d.strongest_pair", text).passed, text

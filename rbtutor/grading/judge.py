@@ -408,7 +408,7 @@ def _judge_text(reference: str, submitted) -> Verdict:
 
 
 def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
-          published_path=None) -> Verdict:
+          published_path=None, diagnose=True) -> Verdict:
     """Decide whether ``submitted`` is a right answer to ``answer_id``.
 
     Parameters
@@ -427,6 +427,10 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
         Problem data from which the key is computed when ``key`` is omitted; the
         reference data when both are omitted.
     published_path : path, optional
+    diagnose : bool
+        Whether a failed answer is matched against the known mistakes to say which one it is
+        (nine tenths of the cost of judging a wrong answer). With False, a failed answer gets the
+        plain "wrong_value" verdict; ``passed`` is the same either way.
 
     Returns
     -------
@@ -477,6 +481,8 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
         accepted = _printed_accepted(x, reference.shape, entry, period, integrated)
         if accepted is not None:
             return accepted
+    if not diagnose:
+        return Verdict(False, not_accepted(answer), "wrong_value")
     return _diagnosis(x, reference, answer, tol, period)
 
 
@@ -810,14 +816,14 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
         if data != book[0]:
             references.append(("the reference data of the book", _problem_key(book[0], problem)))
         for whose, other in references:
-            if answer_id in other and judge(answer_id, submitted, key=other).passed:
+            if answer_id in other and judge(answer_id, submitted, key=other, diagnose=False).passed:
                 found.append(event("fits_reference", f"{answer_id}: the answer is wrong for this student's "
                                    f"data but right for {whose}", grade_id=answer_id, whose=whose))
                 break
         stored = stored_class_keys(self.class_keys, data, problem) if self.class_keys else {}
         for classmate in self._classmates_of()[:MAX_CLASS]:
             other = stored.get(classmate) or student_key(data, classmate, [problem])
-            if answer_id in other and judge(answer_id, submitted, key=other).passed:
+            if answer_id in other and judge(answer_id, submitted, key=other, diagnose=False).passed:
                 found.append(event("fits_other_student", f"{answer_id}: the answer is wrong for this student's "
                                    f"data but right for the data of {classmate}", grade_id=answer_id,
                                    whose=classmate))

@@ -361,7 +361,7 @@ class CheckCore:
         if verdict.diagnosis != "wrong_value" or not per_student(data):
             return verdict
         own = student_key(data, "reference", [problem_of(answer_id)])
-        if answer_id in own and judge(answer_id, value, key=own).passed:
+        if answer_id in own and judge(answer_id, value, key=own, diagnose=False).passed:
             return Verdict(False, MESSAGES["reference_ship"], "reference_ship")
         return verdict
 
