@@ -8,7 +8,9 @@ text, wrong answers, written parts, one slow notebook) is copied for each run; s
 kernel (``python3``, no sandbox, a minimal ``nbgrader_config.py``) gets the course's grading switch
 ``RBTUTOR_AUTOGRADING=1`` (no plots) and the grading kernel's thread settings (one BLAS/OpenMP
 thread), and both sides write feedback. CPU time and peak memory are those of a cgroup made for
-each run (:mod:`run_cgroup`; the output says where none could be made).
+each run (:mod:`run_cgroup`; the output says where none could be made); the peak memory is shown
+twice: the run's processes' own (sampled) and the group's, which adds the page cache of the files
+the run writes.
 
 Contenders, per notebook (wall and CPU):
 
@@ -83,6 +85,7 @@ class Run:
     peak_memory: int | None  # bytes charged to the run's cgroup at most (processes and page cache)
     count: int
     source: str = ""
+    peak_processes: int | None = None  # the run's processes' own memory at most (sampled), bytes
 
     @property
     def wall_per(self) -> float:
@@ -109,7 +112,8 @@ def measured(label: str, count: int, work, *args) -> Run:
         finally:
             stop_multiprocessing_helpers()
     LEFT_GROUPS.extend(group.left_groups)
-    run = Run(label, wall, group.usage.cpu, group.usage.peak_memory, count, group.usage.source)
+    run = Run(label, wall, group.usage.cpu, group.usage.peak_memory, count, group.usage.source,
+              group.usage.peak_processes)
     print(f"measured {datetime.now(UTC):%H:%M}: {label}: {run.wall_per:.2f} s, {run.cpu_per:.2f} CPU s a notebook",
           flush=True)
     return run
@@ -362,7 +366,11 @@ def plot_growth(rows: list[dict], path: Path) -> None:
               ("peak memory of the run (MB)", "memory"), ("grades.csv query (ms)", "export")]
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.2))
     for ax, (title, key) in zip(axes, panels, strict=True):
-        ax.plot(sizes, [r[key] for r in rows], "o-", label="make grade")
+        label = "make grade, with page cache" if key == "memory" else "make grade"
+        ax.plot(sizes, [r[key] for r in rows], "o-", label=label)
+        if key == "memory":
+            ax.plot(sizes, [r["processes"] for r in rows], "o:", label="make grade, processes only")
+            ax.legend(fontsize=7)
         if key in ("wall", "cpu"):  # the cluster, where it graded the class too
             for index, workers in enumerate(CLUSTER_WORKERS):
                 points = [(r["size"], r["cluster"][workers][index_of[key]]) for r in rows if workers in r["cluster"]]
@@ -507,11 +515,15 @@ def code_state() -> str:
     return f"commit {head}, {len(changed)} uncommitted path(s)" + (f": {', '.join(changed[:8])}" if changed else "")
 
 
+def megabytes(size: int | None) -> str:
+    return f"{size / 2**20:.0f} MB" if size is not None else "unknown"
+
+
 def print_table(runs: list[Run]) -> None:
-    print(f"{'per notebook':<56} {'wall':>8} {'CPU':>8} {'peak memory':>12}")
+    print(f"{'per notebook':<56} {'wall':>8} {'CPU':>8} {'peak memory: processes':>23} {'with page cache':>16}")
     for run in runs:
-        memory = f"{run.peak_memory / 2**20:9.0f} MB" if run.peak_memory is not None else "   unknown"
-        print(f"{run.label:<56} {run.wall_per:7.2f}s {run.cpu_per:7.2f}s {memory:>12}")
+        print(f"{run.label:<56} {run.wall_per:7.2f}s {run.cpu_per:7.2f}s {megabytes(run.peak_processes):>23} "
+              f"{megabytes(run.peak_memory):>16}")
 
 
 def targets(stock: list[Run], ours: Run, floor: Run) -> list[tuple[str, float, str, bool]]:
@@ -551,7 +563,8 @@ def growth_row(size: int, run: Run, plan: list[Submission], lines: list, course:
     """One size's row; ``clusters`` is empty for a class above ``BENCH_CLUSTER_UP_TO``."""
     queries = gradebook_queries(course)
     return {"size": size, "wall": run.wall_per, "cpu": run.cpu_per,
-            "memory": (run.peak_memory or 0) / 2**20, "export": queries["grades.csv (every submission)"],
+            "memory": (run.peak_memory or 0) / 2**20, "processes": (run.peak_processes or 0) / 2**20,
+            "export": queries["grades.csv (every submission)"],
             "queries": queries, "kinds": by_kind(plan, lines),
             "cluster": {w: (c.wall_per, c.cpu_per) for w, c in zip(CLUSTER_WORKERS, clusters, strict=False)}}
 
@@ -653,7 +666,8 @@ def projection(growth: list[dict], stock: list[Run], overhead: tuple[float, floa
 
 def print_growth_header() -> None:
     print("\ngrowth of make grade with the class (gradebook reads timed on the graded class):")
-    print(f"{'notebooks':>9} {'wall/nb':>8} {'CPU/nb':>8} {'peak MB':>8} {'grades.csv':>11} {'students':>9} "
+    print(f"{'notebooks':>9} {'wall/nb':>8} {'CPU/nb':>8} {'peak MB: processes':>19} {'with cache':>11} "
+          f"{'grades.csv':>11} {'students':>9} "
           f"{'1 submission':>13}   cluster wall/CPU per notebook by workers; worker seconds a notebook, "
           "median by kind")
 
@@ -663,7 +677,7 @@ def print_growth(row: dict) -> None:
     one = q["one submission's grades"]
     kinds = ", ".join(f"{k} {v:.2f}" for k, v in row["kinds"].items())
     cluster = "; ".join(f"{w}: {wall:.2f}/{cpu:.2f} s" for w, (wall, cpu) in row["cluster"].items()) or "not run"
-    print(f"{row['size']:>9} {row['wall']:7.2f}s {row['cpu']:7.2f}s {row['memory']:8.0f} "
+    print(f"{row['size']:>9} {row['wall']:7.2f}s {row['cpu']:7.2f}s {row['processes']:19.0f} {row['memory']:11.0f} "
           f"{row['export']:9.1f}ms {q['list the students']:7.1f}ms {one:11.1f}ms   {cluster}; {kinds}", flush=True)
 
 

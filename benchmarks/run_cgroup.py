@@ -10,18 +10,47 @@ set above it still holds), moves this process into it for the run, and moves it 
 Tried in order: cgroup v2 (``/sys/fs/cgroup/cgroup.controllers``: ``cpu.stat`` and
 ``memory.peak``), cgroup v1 (``/sys/fs/cgroup/cpuacct`` and ``/sys/fs/cgroup/memory``); where
 neither can be made (not root, no such mount) it says so and falls back to getrusage.
+
+A cgroup's peak memory counts the page cache of the files the run writes as well as its
+processes' memory (the notebooks and feedback pages a grading run writes). So the
+processes' own memory (``anon`` of v2's ``memory.stat``, ``total_rss`` of v1's, the group and
+every group inside it) is sampled too, every :data:`SAMPLE_SECONDS`, by a small process kept
+outside the group; its largest value is the run's ``peak_processes``.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 DRAIN_SECONDS = 10.0  # how long a finished run's stray processes may take to exit
+SAMPLE_SECONDS = 0.02  # how often the processes' memory is read
+# the sampler: reads the field of memory.stat every period until its stdin closes; each new largest
+# value is written to the file it is given (read by RunGroup.peak_processes_so_far)
+SAMPLER = """
+import os, select, sys
+path, field, period, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+largest = 0
+while not select.select([sys.stdin], [], [], period)[0]:
+    try:
+        with open(path) as stat:
+            value = next(int(v) for n, _, v in (line.partition(" ") for line in stat) if n == field)
+    except FileNotFoundError:  # started before the group is made
+        continue
+    if value > largest:
+        largest = value
+        with open(out + ".new", "w") as new:
+            new.write(str(largest))
+        os.replace(out + ".new", out)
+"""
 
 
 def own_cgroups(text: str) -> dict[str, str]:
@@ -62,6 +91,7 @@ class RunUsage:
     cpu: float
     peak_memory: int | None
     source: str
+    peak_processes: int | None = None  # the processes' own memory at most (sampled), bytes
 
 
 class RunGroup:
@@ -81,14 +111,33 @@ class RunGroup:
 
     def __enter__(self) -> RunGroup:
         mine = own_cgroups(Path("/proc/self/cgroup").read_text())
+        self._sampler = None
         if (CGROUP_ROOT / "cgroup.controllers").exists():
-            self._join({"v2": CGROUP_ROOT / mine.get("", "/").lstrip("/")}, "cgroup v2")
+            home = CGROUP_ROOT / mine.get("", "/").lstrip("/")
+            self._sampler = self._start_sampler(home / self.name, "anon")
+            self._join({"v2": home}, "cgroup v2")
         elif (CGROUP_ROOT / "cpuacct" / "cpuacct.usage").exists():
             homes = {c: CGROUP_ROOT / c / mine.get(c, "/").lstrip("/") for c in ("cpuacct", "memory")
                      if (CGROUP_ROOT / c).is_dir() and c in mine}
+            if "memory" in homes:
+                self._sampler = self._start_sampler(homes["memory"] / self.name, "total_rss")
             self._join(homes, "cgroup v1")
         self._start = self._read()
         return self
+
+    def _start_sampler(self, group: Path, field: str) -> subprocess.Popen:
+        """The sampler of the processes' memory in ``group``, started before this process joins it (so
+        that the sampler is not counted)."""
+        self._largest = Path(tempfile.mkdtemp(prefix="rbtutor-bench-memory-")) / "largest"
+        return subprocess.Popen([sys.executable, "-c", SAMPLER, str(group / "memory.stat"), field,
+                                 str(SAMPLE_SECONDS), str(self._largest)], stdin=subprocess.PIPE)
+
+    def peak_processes_so_far(self) -> int | None:
+        """The largest memory of the run's processes the sampler has read so far (bytes; None before any)."""
+        try:
+            return int(self._largest.read_text())
+        except (AttributeError, FileNotFoundError):
+            return None
 
     def _join(self, homes: dict[str, Path], kind: str) -> None:
         for controller, home in homes.items():
@@ -120,11 +169,16 @@ class RunGroup:
     def __exit__(self, *exc_info) -> None:
         strays = self._drain()
         end = self._read()
+        peak_processes = None
+        if self._sampler is not None:
+            self._sampler.communicate(b"", timeout=30)  # its stdin closed: it exits
+            peak_processes = self.peak_processes_so_far() if self._sampler.returncode == 0 and self.groups else None
+            shutil.rmtree(self._largest.parent)
         where = next(iter(self.groups.values()))[0].name if self.groups else ""
         source = (f"{self.kind} ({where} under {next(iter(self.groups.values()))[1]})" if self.groups else
                   "getrusage: no cgroup could be made (not root, or no cgroup mount); the CPU of kernels "
                   "the grader does not wait for is missing")
-        self.usage = RunUsage(end[0] - self._start[0], end[1], source)
+        self.usage = RunUsage(end[0] - self._start[0], end[1], source, peak_processes)
         self._leave()
         if strays and exc_info[0] is None:
             raise RuntimeError(f"expected every process of run {self.name} to have exited, got {strays} still alive")

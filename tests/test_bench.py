@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -67,3 +68,28 @@ def test_run_group_counts_a_grandchild_nobody_waits_for():
             pytest.fail(f"expected a cgroup as root in CI, got {group.usage.source}")
         pytest.skip(group.usage.source)
     assert group.usage.cpu >= 0.5, group.usage
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a cgroup needs root")
+def test_run_group_tells_processes_memory_from_the_page_cache_of_written_files(tmp_path):
+    """A child that holds 200 MB for a moment is in the processes' peak; a 300 MB file written by
+    the run is in the group's peak (page cache) and not in the processes'."""
+    hold = ("import select,sys\nblock = bytearray(200 * 2**20)\nblock[::4096] = b'x' * len(block[::4096])\n"
+            "print('held', flush=True)\nselect.select([sys.stdin], [], [])\n")
+    with RunGroup("memory") as group:
+        child = subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+        assert child.stdout.readline() == "held\n"
+        deadline = time.monotonic() + 60  # until the sampler has read it
+        while (group.peak_processes_so_far() or 0) < 200 * 2**20 and time.monotonic() < deadline:
+            os.sched_yield()
+        child.communicate("")
+        with open(tmp_path / "written", "wb") as out:
+            for _ in range(300):
+                out.write(b"y" * 2**20)
+    if group.usage.source.startswith("getrusage"):
+        if os.environ.get("CI"):
+            pytest.fail(f"expected a cgroup as root in CI, got {group.usage.source}")
+        pytest.skip(group.usage.source)
+    assert 200 * 2**20 <= group.usage.peak_processes < 290 * 2**20, group.usage
+    assert group.usage.peak_memory >= 300 * 2**20, group.usage
