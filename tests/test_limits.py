@@ -13,6 +13,7 @@ import gc
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -172,6 +173,52 @@ def test_the_memory_bound_is_stated(one_course):
         assert not Path(record["cgroup"]).exists()  # removed with its kernel
     else:
         assert record["memory"].startswith("per process only"), record
+
+
+def test_a_group_s_stray_processes_are_killed_when_it_is_removed():
+    """Whatever is still in a kernel's group once its sandbox has ended is killed, and the group goes."""
+    needs_root("makes a memory cgroup")
+    group, memory = cgroups.memory_group(256 << 20)
+    assert group is not None, memory
+    with cgroups.inside(group):
+        stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        cgroups.remove_group(group)
+        assert not group.exists()
+        assert stray.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        stray.kill()
+
+
+def test_a_terminated_launcher_ends_its_sandbox_and_still_cleans_up(course):
+    """A kernel manager tired of waiting sends the launcher SIGTERM: the busy kernel ends, and the
+    launcher still records the end and removes the memory group."""
+    from jupyter_client import KernelManager
+
+    _, work = course
+    config = kernel_config()
+    run = Path(config.KernelManager.ip).parent
+    config.KernelManager.connection_file = str(run / "connection.json")
+    manager = KernelManager(kernel_name=sandbox.KERNEL_NAME, config=config)
+    manager.start_kernel(cwd=str(work))
+    client = manager.client()
+    try:
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        client.execute_interactive("print('started')", timeout=60)
+        client.execute("import time; time.sleep(600)")
+        launcher = manager.provisioner.process
+        assert sandbox.kernel_record(run)["launcher"] == launcher.pid
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=60) != -signal.SIGTERM  # it handled the signal and ended of itself
+        record = sandbox.kernel_record(run)
+        assert record["terminated"] is True, record
+        assert "exit" in record, record
+        if record["cgroup"]:
+            assert not Path(record["cgroup"]).exists()
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
 
 
 # --------------------------------------------------------------------------- state between kernels

@@ -126,8 +126,28 @@ def inside(group: Path | None):
         _write(group.parent / "cgroup.procs", str(os.getpid()))
 
 
+def _kill_members(group: Path) -> None:
+    """SIGKILL every process still in ``group``, each through a pidfd taken while it is listed there."""
+    # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
+    import signal
+
+    for pid in _read(group / "cgroup.procs").split():
+        try:
+            pidfd = os.pidfd_open(int(pid))
+        except OSError:  # gone already
+            continue
+        try:
+            if pid in _read(group / "cgroup.procs").split():  # still a member: the pidfd holds this process
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except OSError:
+            pass
+        finally:
+            os.close(pidfd)
+
+
 def remove_group(group: Path | None, wait: float = 5.0) -> None:
-    """Remove ``group`` once its processes are gone (the sandbox's die with its first one)."""
+    """Remove ``group`` once its kernel has ended; a process still in it is a stray of the sandbox's
+    (the sandbox's processes die with its first one) and is killed."""
     # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
     import time
 
@@ -141,4 +161,5 @@ def remove_group(group: Path | None, wait: float = 5.0) -> None:
         except OSError:
             if time.monotonic() > deadline:
                 return  # left for the next launcher's sweep
+            _kill_members(group)
             time.sleep(0.02)

@@ -207,12 +207,23 @@ def run_kernel(plan: SandboxPlan) -> int:
     The kernel's standard input is /dev/null and its stdout and stderr go into a pipe this process
     reads (:func:`_drain`): nothing it writes reaches the grader's own streams. Its process tree is
     put in a memory cgroup of its own where one can be made (:func:`memory_group`).
+
+    A SIGTERM (a kernel manager whose shutdown waited long enough) ends the sandbox at once; the
+    launcher still records the end and removes the group.
     """
+    boxes: list[subprocess.Popen] = []
+
+    def end_sandbox(signum, frame) -> None:
+        status["terminated"] = True
+        for box in boxes:
+            box.kill()
+
     files = kernel_files(plan.run, plan.name)
     tree_limit = _size("RBTUTOR_KERNEL_TREE_MEMORY", DEFAULT_TREE_MEMORY)
     group, memory = memory_group(tree_limit)
     status = {"launcher": os.getpid(), "memory": memory, "cgroup": str(group) if group else None,
               "tree_limit": tree_limit if group else None, "notices": []}
+    signal.signal(signal.SIGTERM, end_sandbox)
     out_r, out_w = os.pipe()
     stdio = (os.open(os.devnull, os.O_RDONLY), out_w, out_w)
     try:
@@ -226,6 +237,9 @@ def run_kernel(plan: SandboxPlan) -> int:
         for fd in set(stdio):
             os.close(fd)
     box, first_pid = started
+    boxes.append(box)
+    if status.get("terminated"):
+        box.kill()
     if first_pid is not None:
         link_sockets(plan, first_pid)
     status["sandbox"] = first_pid
