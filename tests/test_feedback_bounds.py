@@ -39,13 +39,13 @@ def test_a_page_over_its_size_is_cut_and_says_so():
 
 
 def test_a_slow_page_is_cut_between_cells(monkeypatch):
-    render = feedback._markdown_html
+    render = feedback._markdown_cell
 
     def slow(*args, **kwargs):
         time.sleep(0.02)
         return render(*args, **kwargs)
 
-    monkeypatch.setattr(feedback, "_markdown_html", slow)
+    monkeypatch.setattr(feedback, "_markdown_cell", slow)
     started = time.monotonic()
     page, cuts = feedback.render_bounded(notebook(500), SCORES, title="t", time_limit=0.5)
     assert time.monotonic() - started < 3
@@ -59,7 +59,7 @@ def test_one_endless_cell_is_stopped_and_the_page_keeps_the_scores(monkeypatch):
         while True:
             time.sleep(0.01)
 
-    monkeypatch.setattr(feedback, "_markdown_html", endless)
+    monkeypatch.setattr(feedback, "_markdown_cell", endless)
     started = time.monotonic()
     page, cuts = feedback.render_bounded(notebook(3), SCORES, title="t", time_limit=0.4)
     assert time.monotonic() - started < 0.4 * feedback.HARD_TIME_FACTOR + 2
@@ -67,3 +67,20 @@ def test_one_endless_cell_is_stopped_and_the_page_keeps_the_scores(monkeypatch):
     assert "every cell left out" in cuts[-1], cuts
     assert "Total: 1 / 5 points" in page
     assert "Paragraph" not in page
+
+
+def test_a_cell_rendered_again_comes_from_the_cache_and_a_long_one_is_not_kept():
+    """An assignment's own cells recur on every student's page: the second page reuses their
+    rendering, and is the same page; a cell over CACHED_CHARS is rendered each time, never kept."""
+    short = new_notebook(cells=[graded("p1"), new_markdown_cell("A short note on $x^2$, cached."),
+                                new_code_cell("y = 2  # the same on every page")])
+    first = feedback.render_feedback(short, SCORES, title="t")
+    before = feedback._markdown_cell.cache_info(), feedback._highlight.cache_info()
+    assert feedback.render_feedback(short, SCORES, title="t") == first
+    after = feedback._markdown_cell.cache_info(), feedback._highlight.cache_info()
+    assert after[0].hits == before[0].hits + 1
+    assert after[1].hits == before[1].hits + 2  # both code cells
+    long = "z = 1  # " + "x" * feedback.CACHED_CHARS
+    page = feedback.render_feedback(new_notebook(cells=[new_code_cell(long)]), SCORES, title="t")
+    assert "xxxx" in page
+    assert feedback._highlight.cache_info().misses == after[1].misses  # not looked up, so never kept

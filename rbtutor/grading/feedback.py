@@ -17,6 +17,7 @@ configuration keeps working); their homes are :mod:`.sanitize`, :mod:`.mathml` a
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import os
 import re
@@ -119,6 +120,25 @@ footer { color: #3d444d; font-size: 0.9rem; padding-top: 1rem; padding-bottom: 2
 """
 
 
+#: A cell's rendering is remembered (per process) when its source has at most CACHED_CHARS characters,
+#: for the last CACHED_CELLS sources of each kind: an assignment's own cells recur in every student's
+#: page, and at these bounds a cache holds at most about 25 MB, whatever the students write.
+CACHED_CHARS, CACHED_CELLS = 4_000, 1_024
+
+
+def _remembered_for_short_sources(render):
+    """``render(source, *rest)``, remembered for short sources (:data:`CACHED_CHARS`); it must return text."""
+    cached = functools.lru_cache(maxsize=CACHED_CELLS)(render)
+
+    @functools.wraps(render)
+    def call(source: str, *rest):
+        return (cached if len(source) <= CACHED_CHARS else render)(source, *rest)
+
+    call.cache_info = cached.cache_info
+    return call
+
+
+@functools.cache
 def _pygments():
     formatter = HtmlFormatter(style="default", nowrap=True)
     css = formatter.get_style_defs(".hl")
@@ -127,12 +147,19 @@ def _pygments():
     return formatter, css
 
 
-def _highlight(source: str, language: str, formatter) -> str:
+@_remembered_for_short_sources
+def _highlight(source: str, language: str) -> str:
     try:
         lexer = get_lexer_by_name(language or "python")
     except ClassNotFound:
         lexer = TextLexer()
-    return highlight(source, lexer, formatter)
+    return highlight(source, lexer, _pygments()[0])
+
+
+@_remembered_for_short_sources
+def _markdown_cell(source: str) -> str:
+    """A markdown cell's HTML on the page: rendered, math as MathML, sanitised, headings one level down."""
+    return _markdown_html(source, "page", demote=1)[0]
 
 
 def _plain(text) -> str:
@@ -314,7 +341,7 @@ def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = 
         If ``scores`` is not a mapping of grade ids to ``(score, max_score, comment)``.
     """
     _check_arguments(title, scores)
-    formatter, pygments_css = _pygments()
+    pygments_css = _pygments()[1]
     language = ((nb.get("metadata", {}).get("language_info") or {}).get("name")
                 or (nb.get("metadata", {}).get("kernelspec") or {}).get("language") or "python")
     cells_html, rows, seen = [], [], set()
@@ -346,12 +373,12 @@ def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = 
                          f'<span class="points{pending}">{html.escape(points)}</span></{tag}>')
         kind = cell.get("cell_type")
         if kind == "markdown":
-            rendered = _markdown_html(_source(cell), "page", demote=1)[0]
+            rendered = _markdown_cell(_source(cell))
             parts.append(rendered)
             headings = re.findall(r"<h([1-6])\b", rendered)
             level = int(headings[-1]) if headings else level
         elif kind == "code":
-            parts.extend(_code_cell_html(cell, index, meta, graded, grade_id, language, formatter))
+            parts.extend(_code_cell_html(cell, index, meta, graded, grade_id, language))
         else:
             continue
         if graded:
@@ -382,13 +409,13 @@ def _check_arguments(title, scores) -> None:
             raise ValueError(f"expected scores[{gid!r}] = (score, max_score, comment), got {entry!r}")
 
 
-def _code_cell_html(cell, index: int, meta: dict, graded: bool, grade_id: str | None, language: str,
-                    formatter) -> list[str]:
+def _code_cell_html(cell, index: int, meta: dict, graded: bool, grade_id: str | None,
+                    language: str) -> list[str]:
     """A code cell's source (hidden tests replaced by a note, locked cells folded) and its outputs."""
     source, _ = _without_hidden_tests(_source(cell))
     if meta.get("hidden"):
         source = _HIDDEN_NOTE
-    code = f'<pre class="source hl"><code>{_highlight(source, language, formatter)}</code></pre>'
+    code = f'<pre class="source hl"><code>{_highlight(source, language)}</code></pre>'
     if meta.get("locked") and not graded and not meta.get("solution"):
         code = f"<details><summary>Locked cell {html.escape(grade_id or '')}</summary>{code}</details>"
     match = HAND_IN.search(source) if graded else None
