@@ -6,7 +6,7 @@ import time
 
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from rbtutor.grading import feedback
+from rbtutor.grading import feedback, mathml
 
 SCORES = {"p1": (1.0, 2.0, None), "p2": (0.0, 3.0, None)}
 
@@ -69,18 +69,35 @@ def test_one_endless_cell_is_stopped_and_the_page_keeps_the_scores(monkeypatch):
     assert "Paragraph" not in page
 
 
-def test_a_cell_rendered_again_comes_from_the_cache_and_a_long_one_is_not_kept():
+def test_a_cell_rendered_again_comes_from_the_cache_and_the_same_page_results():
     """An assignment's own cells recur on every student's page: the second page reuses their
-    rendering, and is the same page; a cell over CACHED_CHARS is rendered each time, never kept."""
-    short = new_notebook(cells=[graded("p1"), new_markdown_cell("A short note on $x^2$, cached."),
+    rendering (markdown and highlighted code) and is the same page."""
+    short = new_notebook(cells=[graded("p1"), new_markdown_cell("A short note on $x^2$, remembered."),
                                 new_code_cell("y = 2  # the same on every page")])
     first = feedback.render_feedback(short, SCORES, title="t")
-    before = feedback._markdown_cell.cache_info(), feedback._highlight.cache_info()
+    before = mathml._rendered_markdown.hits, feedback._highlight.hits
     assert feedback.render_feedback(short, SCORES, title="t") == first
-    after = feedback._markdown_cell.cache_info(), feedback._highlight.cache_info()
-    assert after[0].hits == before[0].hits + 1
-    assert after[1].hits == before[1].hits + 2  # both code cells
-    long = "z = 1  # " + "x" * feedback.CACHED_CHARS
-    page = feedback.render_feedback(new_notebook(cells=[new_code_cell(long)]), SCORES, title="t")
-    assert "xxxx" in page
-    assert feedback._highlight.cache_info().misses == after[1].misses  # not looked up, so never kept
+    assert mathml._rendered_markdown.hits == before[0] + 1
+    assert feedback._highlight.hits == before[1] + 2  # both code cells
+
+
+def test_what_is_remembered_stays_within_its_budget_and_a_large_rendering_is_not_kept():
+    calls = []
+
+    def render(text: str, times: int) -> tuple[str, tuple[str, ...]]:
+        calls.append(text)
+        return text * times, ("removed",)
+
+    remembered = mathml.Remembered(render)
+    remembered.BUDGET = 6_400  # an entry of at most 100 characters is kept
+    assert remembered("a" * 10, 2) == ("a" * 20, ("removed",))
+    assert remembered("a" * 10, 2) == ("a" * 20, ("removed",))
+    assert (remembered.hits, remembered.misses, len(calls)) == (1, 1, 1)
+    remembered("b" * 60, 2)  # 60 + 120 + 7 characters: rendered, not kept
+    assert ("b" * 60, 2) not in remembered.kept
+    for k in range(200):
+        remembered(f"{k:04d}", 10)
+        assert remembered.size <= remembered.BUDGET
+    assert ("a" * 10, 2) not in remembered.kept  # the oldest went first
+    assert ("0199", 10) in remembered.kept
+    assert remembered.size == sum(size for _, size in remembered.kept.values())

@@ -41,7 +41,7 @@ from .grader_notes import (
     is_grader_note,
     solution_text,
 )
-from .mathml import _markdown_html, _source, math_to_mathml, prerender_math
+from .mathml import Remembered, _markdown_html, _source, math_to_mathml, prerender_math
 from .protocol import HAND_IN
 from .sanitize import SAFE_MIME_TYPES, SanitizeNotebook, _is_base64, sanitize_notebook
 from .time_bound import time_bound
@@ -120,24 +120,6 @@ footer { color: #3d444d; font-size: 0.9rem; padding-top: 1rem; padding-bottom: 2
 """
 
 
-#: A cell's rendering is remembered (per process) when its source has at most CACHED_CHARS characters,
-#: for the last CACHED_CELLS sources of each kind: an assignment's own cells recur in every student's
-#: page, and at these bounds a cache holds at most about 25 MB, whatever the students write.
-CACHED_CHARS, CACHED_CELLS = 4_000, 1_024
-
-
-def _remembered_for_short_sources(render):
-    """``render(source, *rest)``, remembered for short sources (:data:`CACHED_CHARS`); it must return text."""
-    cached = functools.lru_cache(maxsize=CACHED_CELLS)(render)
-
-    @functools.wraps(render)
-    def call(source: str, *rest):
-        return (cached if len(source) <= CACHED_CHARS else render)(source, *rest)
-
-    call.cache_info = cached.cache_info
-    return call
-
-
 @functools.cache
 def _pygments():
     formatter = HtmlFormatter(style="default", nowrap=True)
@@ -147,7 +129,7 @@ def _pygments():
     return formatter, css
 
 
-@_remembered_for_short_sources
+@Remembered
 def _highlight(source: str, language: str) -> str:
     try:
         lexer = get_lexer_by_name(language or "python")
@@ -156,7 +138,6 @@ def _highlight(source: str, language: str) -> str:
     return highlight(source, lexer, _pygments()[0])
 
 
-@_remembered_for_short_sources
 def _markdown_cell(source: str) -> str:
     """A markdown cell's HTML on the page: rendered, math as MathML, sanitised, headings one level down."""
     return _markdown_html(source, "page", demote=1)[0]

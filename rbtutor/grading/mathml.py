@@ -6,6 +6,8 @@
   ``<code>`` element. Every formula is cleaned by :mod:`.allowlist`.
 - ``_markdown_html`` renders a markdown text with its math converted and cleans the result;
   :mod:`.sanitize`, :mod:`.feedback` and :mod:`.grader_notes` all render markdown through it.
+  It remembers its renderings (:class:`Remembered`): an assignment's own cells recur in every
+  student's notebook and feedback page.
 - :func:`prerender_math` rewrites every markdown cell of an autograded notebook as that HTML,
   so the Formgrader (whose page asks a CDN for MathJax 2 and gets nothing offline) shows the
   formulas anyway.
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import html
 import re
-from functools import lru_cache
+import threading
+from collections import OrderedDict
+from functools import lru_cache, update_wrapper
 
 import latex2mathml.converter
 from markdown_it import MarkdownIt
@@ -241,8 +245,52 @@ def _formula(formulas: list[str], match: re.Match) -> str:
 _MARKDOWN = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 
 
+class Remembered:
+    """``render(text, *options)``, remembered in this process: the most recent renderings are kept
+    while the texts and results kept hold at most :attr:`BUDGET` characters in all, and one
+    rendering over a 64th of that is not kept, so whatever students write, a cache stays within
+    a few megabytes. ``render`` must be pure and return text, or a tuple of texts and tuples."""
+
+    BUDGET = 4_000_000
+
+    def __init__(self, render) -> None:
+        update_wrapper(self, render)
+        self.render, self.kept, self.size = render, OrderedDict(), 0
+        self.hits = self.misses = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str, *options):
+        key = (text, *options)
+        with self._lock:
+            if key in self.kept:
+                self.kept.move_to_end(key)
+                self.hits += 1
+                return self.kept[key][0]
+            self.misses += 1
+        result = self.render(text, *options)
+        size = len(text) + _characters(result)
+        if size <= self.BUDGET // 64:
+            with self._lock:
+                if key not in self.kept:
+                    self.kept[key] = (result, size)
+                    self.size += size
+                while self.size > self.BUDGET:
+                    self.size -= self.kept.popitem(last=False)[1][1]
+        return result
+
+
+def _characters(result) -> int:
+    return len(result) if isinstance(result, str) else sum(map(_characters, result))
+
+
 def _markdown_html(source: str, kind: str, *, demote: int = 0) -> tuple[str, list[str]]:
     """Markdown rendered, math converted, sanitised; and what active content was removed."""
+    rendered, removed = _rendered_markdown(source, kind, demote)
+    return rendered, list(removed)
+
+
+@Remembered
+def _rendered_markdown(source: str, kind: str, demote: int) -> tuple[str, tuple[str, ...]]:
     masked, formulas = _scan_math(source)
     tokens = _MARKDOWN.parse(masked)
     if demote:
@@ -251,10 +299,7 @@ def _markdown_html(source: str, kind: str, *, demote: int = 0) -> tuple[str, lis
                 token.tag = f"h{min(int(token.tag[1]) + demote, 6)}"
     rendered = _MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {})
     rendered = _PLACEHOLDER_RE.sub(lambda m: _formula(formulas, m), rendered)
-    removed = _inventory(rendered)
-    return _clean(rendered, kind), removed
-
-
+    return _clean(rendered, kind), tuple(_inventory(rendered))
 
 
 _WRAPPER = '<div class="rbtutor-sanitised tex2jax_ignore">{}</div>'
