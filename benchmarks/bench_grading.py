@@ -20,13 +20,17 @@ Contenders, per notebook (wall and CPU):
   each submission, N at once (as GNU parallel would), N being `make grade`'s worker count;
 * make grade: ``rbtutor.course.grade`` with its default workers;
 * floor: the same worker pool running one empty notebook per submission in the confined kernel;
+* execution only: the same pool and kernel running each handed-in notebook as it is, and nothing
+  else (what the students' own code costs; no grader can do less and still run it);
 * cluster, 1/2/3 workers: ``grade --scheduler`` through a local ``dask scheduler`` and workers
   (the CPU of starting and stopping them, measured by an idle run right after, left out).
 
 Targets on the course machine (2 cores), issue 23: CPU per notebook at most a sixth of stock
 nbgrader's (the stock run of the lower CPU); wall at least 6 times faster than the faster stock
 run; within 1.3 times the floor. A missed target makes the script exit with status 1 (after
-printing everything).
+printing everything). Below the targets the script prints how far execution alone is from the
+floor, and make grade from execution alone (the grader's own cost): when execution alone is
+already over 1.3 times the floor, no grader that runs the notebooks can meet that target.
 
 Class sizes: ``BENCH_CLASS`` (default ``30``, about 10 minutes on 2 cores; ``make bench
 BENCH_CLASS=30,300`` or ``30,300,3000`` for the growth): every contender grades a class of the first
@@ -225,35 +229,56 @@ def check_scores(plan: list[Submission], lines: list) -> None:
                                f"{'less than' if sub.kind == 'wrong' else ''} {top:g}, got {score:g}")
 
 
-def _empty_notebook(_: int) -> float:
-    """Start the confined grading kernel, run an empty notebook, stop it (as grading does)."""
+def _in_grading_kernel(nb) -> None:
+    """Start the confined grading kernel, run ``nb`` in a throwaway folder, stop it (as grading does)."""
     from nbclient import NotebookClient
-    from nbformat.v4 import new_notebook
 
     from rbtutor.grading import sandbox
     from rbtutor.grading.execute import PromptClient, PromptKernelManager, throwaway_folder
 
     sandbox.start_zygote()  # as each grading worker does
     with throwaway_folder("rbtutor-work-") as work, throwaway_folder("rbtutor-ipc-") as ipc:
-        client = NotebookClient(new_notebook(), kernel_name=sandbox.install(), shutdown_kernel="immediate",
+        client = NotebookClient(nb, kernel_name=sandbox.install(), shutdown_kernel="immediate", allow_errors=True,
                                 resources={"metadata": {"path": str(work)}})
         client.km = PromptKernelManager(kernel_name=sandbox.KERNEL_NAME, transport="ipc",
                                         ip=str(ipc / "kernel"), connection_file=str(ipc / "c.json"),
                                         client_class=f"{PromptClient.__module__}.PromptClient")
-        start = time.perf_counter()
         client.execute()
-        return time.perf_counter() - start
 
 
-def floor_seconds(count: int, jobs: int) -> float:
-    """Wall time for ``count`` empty notebooks on `make grade`'s worker pool (``jobs`` workers)."""
+def _empty_notebook(_: int) -> None:
+    from nbformat.v4 import new_notebook
+
+    _in_grading_kernel(new_notebook())
+
+
+def _handed_in(path: str) -> None:
+    import nbformat
+
+    _in_grading_kernel(nbformat.read(path, as_version=4))
+
+
+def _pool_seconds(task, items: list, jobs: int) -> float:
+    """Wall time for ``task`` over ``items`` on `make grade`'s worker pool (``jobs`` workers)."""
     from rbtutor.course.grade import worker_pool
     from rbtutor.grading.sandbox import zygote_running
 
     start = time.perf_counter()
     with zygote_running(), worker_pool(jobs) as pool:
-        list(pool.map(_empty_notebook, range(count)))
+        list(pool.map(task, items))
     return time.perf_counter() - start
+
+
+def floor_seconds(count: int, jobs: int) -> float:
+    """Wall time for ``count`` empty notebooks on `make grade`'s worker pool."""
+    return _pool_seconds(_empty_notebook, list(range(count)), jobs)
+
+
+def execution_seconds(course: Path, jobs: int) -> float:
+    """Wall time for the class's handed-in notebooks run as they are, on the same pool and kernel, and
+    nothing else: no intake, no nbgrader, no judging, no feedback, no gradebook."""
+    paths = sorted(str(path) for path in (course / "submitted").glob("*/*/*.ipynb"))
+    return _pool_seconds(_handed_in, paths, jobs)
 
 
 # --------------------------------------------------------------------------- cluster
@@ -591,15 +616,18 @@ def main() -> int:
                  measured(f"stock nbgrader, {jobs} processes (one per submission)", size, stock_parallel,
                           tmp / "class", tmp / "stockN", jobs)]
         floor = measured(f"floor: {jobs} workers, empty notebooks", size, floor_seconds, size, jobs)
+        alone = measured(f"execution only: {jobs} workers, the notebooks as handed in", size, execution_seconds,
+                         tmp / "class", jobs)
         clusters = [cluster_run(tmp / "class", tmp, workers, size) for workers in CLUSTER_WORKERS]
         growth = [growth_row(size, ours, plan, lines, tmp / "grade", clusters)]
         batch, serial = scheduler_overhead(tmp / "overhead")
         profile = profile_one(tmp / "class", tmp, plan)
-        report(size, jobs, ours, stock, floor, clusters, (batch, serial), profile)  # projection: printed after growth
+        report(size, jobs, ours, stock, [floor, alone], clusters, (batch, serial), profile)  # projection: after growth
         rows = targets(stock, ours, floor)
         print(f"\n{'target (issue 23)':<72} {'value':>8} {'target':>9}")
         for name, value, target, ok in rows:
             print(f"{name:<72} {value:8.3f} {target:>9}  {'PASS' if ok else 'FAIL'}", flush=True)
+        print_floor_parts(ours, floor, alone)
         print_growth_header()
         print_growth(growth[0])
         for other in sizes[1:]:
@@ -624,7 +652,17 @@ def main() -> int:
     return 0 if all(ok for *_, ok in rows) else 1
 
 
-def report(size, jobs, ours, stock, floor, clusters, overhead, profile) -> None:
+def print_floor_parts(ours: Run, floor: Run, alone: Run) -> None:
+    """The floor's ratio in two factors: the class's own code, and the grader's own cost."""
+    print(f"  of which, wall: execution only / floor {alone.wall / floor.wall:.2f}x (the notebooks' own code), "
+          f"make grade / execution only {ours.wall / alone.wall:.2f}x (the grader's own cost); "
+          f"CPU: {alone.cpu / floor.cpu:.2f}x and {ours.cpu / alone.cpu:.2f}x")
+    if alone.wall / floor.wall > FLOOR_TARGET:
+        print(f"  execution alone is over {FLOOR_TARGET:g} times the floor: no grader that runs these notebooks "
+              "meets that target on this class")
+
+
+def report(size, jobs, ours, stock, bounds, clusters, overhead, profile) -> None:
     students = -(-size // 11)  # grading_class.plan: eleven assignments a student
     print(f"\nclass: {size} notebooks from {students} students (own numbers and text; every "
           f"4th with a wrong answer, written parts, one slow notebook); make grade uses {jobs} workers")
@@ -633,7 +671,7 @@ def report(size, jobs, ours, stock, floor, clusters, overhead, profile) -> None:
         print(f"note: the runs left {len(LEFT_GROUPS)} empty cgroup(s) behind inside the benchmark's own "
               f"(removed by the benchmark), such as {LEFT_GROUPS[0].name}")
     print(f"stock nbgrader's kernel: python3 with {' '.join(f'{k}={v}' for k, v in SAME_KERNEL_ENV.items())}")
-    print_table([*stock, ours, floor, *clusters])
+    print_table([*stock, ours, *bounds, *clusters])
     batch, serial = overhead
     print(f"scheduler cost per trivial task, 2 workers: {batch * 1e3:.2f} ms all at once, {serial * 1e3:.2f} ms "
           "one at a time")
