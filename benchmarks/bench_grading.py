@@ -244,6 +244,9 @@ def _in_grading_kernel(nb) -> None:
                                         ip=str(ipc / "kernel"), connection_file=str(ipc / "c.json"),
                                         client_class=f"{PromptClient.__module__}.PromptClient")
         client.execute()
+        group = sandbox.kernel_record(ipc, "c").get("cgroup")
+        if group:  # its launcher was killed with the kernel: the group is removed as grading does
+            sandbox.remove_group(Path(group), wait=2.0)
 
 
 def _empty_notebook(_: int) -> None:
