@@ -248,8 +248,9 @@ _MARKDOWN = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethr
 class Remembered:
     """``render(text, *options)``, remembered in this process: the most recent renderings are kept
     while the texts and results kept hold at most :attr:`BUDGET` characters in all, and one
-    rendering over a 64th of that is not kept, so whatever students write, a cache stays within
-    a few megabytes. ``render`` must be pure and return text, or a tuple of texts and tuples."""
+    rendering over a 64th of that is not kept, so whatever students write, a cache holds 4 to 16 MB
+    of text at most (CPython stores 1 to 4 bytes a character). ``render`` must be pure and return
+    text, or a tuple of texts and tuples."""
 
     BUDGET = 4_000_000
 
