@@ -7,6 +7,7 @@ and the launcher records why (:func:`memory_group`).
 from __future__ import annotations
 
 import os
+import signal
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -128,9 +129,6 @@ def inside(group: Path | None):
 
 def _kill_members(group: Path) -> None:
     """SIGKILL every process still in ``group``, each through a pidfd taken while it is listed there."""
-    # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
-    import signal
-
     for pid in _read(group / "cgroup.procs").split():
         try:
             pidfd = os.pidfd_open(int(pid))
