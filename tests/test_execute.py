@@ -8,9 +8,10 @@ from contextlib import asynccontextmanager
 from queue import Empty
 
 import pytest
+import zmq
 from jupyter_client import AsyncKernelManager
 
-from rbtutor.grading.execute import BoundedExecute, PromptClient, PromptKernelManager, first
+from rbtutor.grading.execute import RECONNECT_SECONDS, BoundedExecute, PromptClient, PromptKernelManager, first
 
 
 @asynccontextmanager
@@ -215,3 +216,37 @@ def test_a_killed_kernel_s_end_is_seen_within_milliseconds(monkeypatch):
     monkeypatch.setattr(asyncio, "sleep", sleep)
     asyncio.run(km._async_wait())  # as jupyter_client's _async_kill_kernel calls it
     assert slept == [0.005] * 3
+
+
+def test_the_client_s_sockets_try_again_to_reach_a_starting_kernel_within_milliseconds(tmp_path):
+    """The client connects before the kernel has bound its sockets; ZeroMQ's own wait before trying
+    again (0.1 s) was paid at every kernel start."""
+    async def run():
+        async with kernel(tmp_path) as (_, kc):
+            for channel in (kc.shell_channel, kc.iopub_channel, kc.stdin_channel, kc.control_channel):
+                assert channel.socket.getsockopt(zmq.RECONNECT_IVL) == round(RECONNECT_SECONDS * 1000) == 5
+            await kc.wait_for_ready(timeout=60)
+
+    asyncio.run(run())
+
+
+def test_what_is_left_for_a_killed_kernel_is_dropped_not_lingered_over(tmp_path, monkeypatch):
+    """jupyter_client interrupts a kernel before it kills it; a message still queued for the dead
+    kernel held the end of the manager's context for the control socket's linger (0.1 s)."""
+    lingers = []
+    close = PromptKernelManager._close_control_socket
+
+    def closing(km):
+        if km._control_socket is not None:
+            lingers.append(km._control_socket.linger)
+        close(km)
+
+    monkeypatch.setattr(PromptKernelManager, "_close_control_socket", closing)
+
+    async def run():
+        km = PromptKernelManager(kernel_name="python3")
+        await km.start_kernel(cwd=str(tmp_path))
+        await km.shutdown_kernel(now=True)  # interrupt_request on the control socket, then the kill
+
+    asyncio.run(run())
+    assert lingers == [0]
