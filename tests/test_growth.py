@@ -280,6 +280,25 @@ def test_export_grades_runs_as_many_queries_for_a_large_class_as_for_a_small_one
     assert counts[3] == counts[30], f"expected the same number of queries, got {counts}"
 
 
+def test_the_gradebook_is_read_one_assignment_at_a_time(tmp_path, venv_on_path):
+    """grades.csv and the class report read every submission with its grades; the memory held
+    while they do is one assignment's submissions, not the whole class's."""
+    from nbgrader.api import Gradebook, SubmittedAssignment
+
+    from rbtutor.course.grade import each_submission
+
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    _gradebook(url, 12)
+    seen, held = [], []
+    with Gradebook(url) as gradebook:
+        for submission in each_submission(gradebook):
+            seen.append((submission.assignment.name, submission.student.id))
+            held.append(sum(isinstance(o, SubmittedAssignment) for o in gradebook.db.identity_map.values()))
+    assert seen == sorted(seen)  # by assignment, then student
+    assert len(seen) == 24  # all of them
+    assert max(held) == 12  # one assignment's submissions in the session at a time, never the class's 24
+
+
 def test_a_pool_stores_the_same_keys_as_one_process(course_data, tmp_path):
     from rbtutor.course.grade import worker_pool
 

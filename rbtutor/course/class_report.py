@@ -149,11 +149,11 @@ def _part_order(layout: CourseLayout, assignment: str) -> list[str]:
 def _read_submissions(grader) -> list[dict]:
     """Every graded submission as plain data: student, assignment, lateness, each part's score."""
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
-    from .grade import _all_submissions
+    from .grade import each_submission
 
     rows = []
     with grader.gradebook as gradebook:
-        for submission in _all_submissions(gradebook):
+        for submission in each_submission(gradebook):
             parts = [{"notebook": nb.name, "grade_id": g.name, "max_score": g.max_score, "score": g.score,
                       "to_grade": bool(g.needs_manual_grade),
                       "autograded": g.auto_score is not None and g.manual_score is None}
