@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -272,6 +273,42 @@ def test_launcher_refuses_to_run_unconfined(course, tmp_path):
     proc = subprocess.run([*launcher, str(ipc)], cwd=work, capture_output=True, text=True, env=env, timeout=30)
     assert proc.returncode == 2, proc.stderr
     assert "cannot create its namespaces" in proc.stderr, proc.stderr
+
+
+def test_a_launcher_whose_grader_is_gone_starts_no_kernel(course):
+    """A grader killed while its kernel's launcher is still starting (a Dask worker lost mid-task, before
+    the launcher has set its parent-death signal) must not leave a kernel that no one will stop.
+
+    The "grader" below starts the kernelspec's launcher as jupyter_client does (JPY_PARENT_PID names it)
+    and ends at once; the launcher goes on only when it has been handed to another parent, so it always
+    starts too late for its parent-death signal. It must see that and refuse. The pipes end when the
+    launcher and everything it started have ended (a kernel would keep the launcher alive)."""
+    _, work = course
+    run = Path(sandbox.ipc_prefix()).parent
+    ipc = connection_file(run, "ipc", str(run / "kernel"))
+    spec = Path(sys.prefix, "share", "jupyter", "kernels", sandbox.KERNEL_NAME, "kernel.json")
+    launcher = [arg.replace("{connection_file}", str(ipc)) for arg in json.loads(spec.read_text())["argv"]]
+    grader = textwrap.dedent("""
+        import os, sys, time
+        grader = os.getpid()
+        if os.fork() == 0:
+            while os.getppid() == grader:  # until the grader below has ended
+                time.sleep(0.001)
+            os.environ["JPY_PARENT_PID"] = str(grader)
+            os.execv(sys.argv[1], sys.argv[1:])
+        os._exit(0)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", grader, *launcher], cwd=work, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=60)  # safety net: the refusal takes well under a second
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        raise AssertionError("the launcher outlived its grader and kept a kernel running:\n" + err[-2000:]) from None
+    assert proc.returncode == 0, err
+    assert "not starting the grading kernel: the grader that asked for it (pid " in err, err
+    assert "is gone" in err, err
 
 
 def test_the_kernelspec_launcher_imports_this_package_alone(tmp_path):

@@ -272,4 +272,20 @@ def main(argv: list[str] | None = None) -> None:
 
     # the sandbox dies with this process (bwrap --die-with-parent), and this process with the grader
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if grader_gone():
+        print("rbtutor.grading.sandbox: not starting the grading kernel: the grader that asked for it "
+              f"(pid {os.environ['JPY_PARENT_PID']}) is gone", file=sys.stderr)
+        sys.exit(2)
     sys.exit(run_kernel(plan))
+
+
+def grader_gone() -> bool:
+    """Whether the process that started this launcher has already ended.
+
+    The parent-death signal only covers a death after the ``prctl`` call: a grader killed while
+    this launcher was still starting (a Dask worker lost mid-task) would otherwise leave a kernel
+    that no one stops. jupyter_client names the grader in ``JPY_PARENT_PID``; once the grader is
+    gone, this process has been handed to another parent. Without that variable nothing is known.
+    """
+    parent = os.environ.get("JPY_PARENT_PID", "")
+    return parent.isdigit() and os.getppid() != int(parent)
