@@ -108,3 +108,62 @@ def test_regrading_keeps_hand_grading_and_shows_overrides(small_class, tmp_path)
     assert rows["ann"]["written_parts"] == (f"to grade ({left})" if left else "done")
     assert rows["ann"]["overridden"] == "p3_b_K 2->0.5"
     assert rows["ben"]["overridden"] == ""
+
+
+def _rows(course):
+    import csv
+
+    return {(r["student"], r["assignment"]): r for r in csv.DictReader((course / "grades.csv").open())}
+
+
+def test_a_submission_not_graded_holds_no_points_anywhere_until_it_is(small_class, tmp_path):
+    """A step that fails after the scores were recorded (here the feedback page, whose folder cannot
+    be made) leaves the submission NOT GRADED in the gradebook, grades.csv and both reports alike,
+    keeps its hand grades, and the next run grades it again."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    course = tmp_path / "course"
+    shutil.copytree(small_class, course)
+    assert run_course(course, "grade").returncode == 0
+    url = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(url) as gradebook:  # a grader scores a written part of ann's in the Formgrader
+        written = next(g for g in gradebook.find_submission(NAME, "ann").notebooks[0].grades
+                       if g.needs_manual_grade)
+        written.manual_score = written.max_score
+        gradebook.find_comment(written.name, NAME, NAME, "ann").manual_comment = "well argued"
+        gradebook.db.commit()
+        part, points = written.name, written.max_score
+
+    shutil.rmtree(course / "feedback" / "ann")
+    (course / "feedback" / "ann").write_text("in the way")  # ann's feedback folder cannot be made
+    failed = run_course(course, "grade")
+    assert failed.returncode == 1
+    assert "could not grade ann problem03: feedback:" in failed.stderr
+    assert "ann problem03: NOT GRADED" in failed.stdout
+    with Gradebook(url) as gradebook:
+        with pytest.raises(MissingEntry):
+            gradebook.find_submission(NAME, "ann")
+        assert gradebook.find_submission(NAME, "ben").score > 0  # the others are graded
+    rows = _rows(course)
+    assert (rows["ann", NAME]["score"], rows["ann", NAME]["written_parts"]) == ("", "not graded")
+    assert rows["ben", NAME]["written_parts"] != "not graded"
+    assert not (course / "autograded" / "ann" / NAME).exists()
+    report = json.loads((course / "integrity_report.json").read_text())
+    ann = [e for r in report if r["student"] == "ann" for e in r["events"]]
+    assert any(e["kind"] == "not_graded" and "feedback" in e["message"] for e in ann)
+    page = (course / "report" / "index.html").read_text()
+    assert "feedback:" in page  # the class report names it with its reason
+
+    (course / "feedback" / "ann").unlink()
+    again = run_course(course, "grade")
+    assert again.returncode == 0, again.stderr[-2000:]
+    rows = _rows(course)
+    assert rows["ann", NAME]["written_parts"] != "not graded"
+    assert float(rows["ann", NAME]["score"]) > 0
+    with Gradebook(url) as gradebook:
+        grade = gradebook.find_grade(part, NAME, NAME, "ann")
+        assert (grade.manual_score, grade.needs_manual_grade) == (points, False)
+        assert gradebook.find_comment(part, NAME, NAME, "ann").manual_comment == "well argued"
+    assert not (course / "integrity" / "ann" / NAME / "_not_graded.json").exists()
+    report = json.loads((course / "integrity_report.json").read_text())
+    assert not [e for r in report if r["student"] == "ann" for e in r["events"] if e["kind"] == "not_graded"]

@@ -211,8 +211,9 @@ def class_results(layout: CourseLayout, grader, failures=()) -> list[AssignmentR
         order = {gid: k for k, gid in enumerate(_part_order(layout, name))}
         parts = results[name].parts
         results[name].parts = dict(sorted(parts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-    for assignment, student, reason in failures:
-        results.setdefault(assignment, AssignmentResult(assignment, 0.0)).not_graded[student] = str(reason)
+    withdrawn = [(assignment, student, reason) for (student, assignment), reason in layout.not_graded().items()]
+    for assignment, student, reason in [*failures, *withdrawn]:
+        results.setdefault(assignment, AssignmentResult(assignment, 0.0)).not_graded.setdefault(student, str(reason))
     for assignment, student in _submitted_folders(layout):
         result = results.setdefault(assignment, AssignmentResult(assignment, 0.0))
         if student not in result.final_scores:

@@ -192,6 +192,8 @@ def class_grades(grader) -> tuple[dict[str, str], dict[tuple[str, str], Grade]]:
         export_grades(grader, path)
         with path.open(newline="") as handle:
             for row in csv.DictReader(handle):
+                if row["written_parts"] == "not graded":  # grade.NOT_GRADED_ROW: no points, left empty
+                    continue
                 pending = 0 if row["written_parts"] == "done" else int(row["written_parts"].split("(")[1][:-1])
                 what = f"{row['student']} {row['assignment']}"
                 grades[row["student"], row["assignment"]] = Grade(_number(row["final_score"], what), pending)

@@ -26,6 +26,7 @@ The record a grade is defended with:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import gc
@@ -46,6 +47,7 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import Grade, MissingEntry, SubmittedAssignment, SubmittedNotebook
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import joinedload, selectinload, undefer
 
 from ..grading.config import GRADING
@@ -97,14 +99,21 @@ def export_grades(grader, path: Path, late_changes: dict[tuple[str, str], str] |
     :func:`rbtutor.grading.report.csv_cell`, so no cell is read as a formula.
     ``due``: the student's own due date (with their extension), UTC. ``late_change``: how this
     run changed the late penalty and why (``late_changes``, :func:`rbtutor.course.late.settle_penalties`).
+    A submission that the last run could not grade (:func:`withdraw_submission`) comes first, with
+    no score and ``written_parts`` :data:`NOT_GRADED_ROW`.
     """
     changed = []
-
+    withdrawn = CourseLayout(Path(grader.coursedir.root)).not_graded()
     with grader.gradebook as gradebook, path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         # late_penalty, final_score: points taken off for lateness (rbtutor.course.late), score less them
         writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden",
                          "late_penalty", "final_score", "due", "late_change"])
+        points = {a.name: a.max_score for a in gradebook.assignments}
+        for (student, name), _ in sorted(withdrawn.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            # a submission a run could not grade (withdraw_submission): no score, said so
+            writer.writerow([csv_cell(cell) for cell in (student, name, "", f"{points.get(name, 0):g}", NOT_GRADED_ROW,
+                                                         "", "", "", "", "")])
         for submission in each_submission(gradebook):
             assignment = submission.assignment
             grades = [g for nb in submission.notebooks for g in nb.grades]
@@ -221,18 +230,20 @@ def _hand_grades(grader, layout: CourseLayout, assignment: str, student: str) ->
     for the answer the Formgrader shows now, the autograded notebook of the last run.
     """
 
+    record = _read_record(layout, assignment, student)
     with grader.gradebook as gradebook:
         try:
             submission = gradebook.find_submission(assignment, student)
-        except MissingEntry:
-            return {}
+        except MissingEntry:  # new, or withdrawn by a run that could not grade it: the record's grades
+            return {tuple(key.split("/", 1)): {"score": part["score"], "comment": part.get("comment"),
+                                               "hash": part.get("hash")}
+                    for key, part in record["graded"].items() if "/" in key and part.get("score") is not None}
         scored = {}
         for nb in submission.notebooks:
             comments = {c.name: c.manual_comment for c in nb.comments}
             for g in nb.grades:
                 if g.manual_score is not None:
                     scored[(nb.name, g.name)] = {"score": g.manual_score, "comment": comments.get(g.name)}
-    record = _read_record(layout, assignment, student)
     shown: dict[str, dict[str, str]] = {}
     for (notebook, grade_id), part in scored.items():
         known = record["graded"].get(f"{notebook}/{grade_id}")
@@ -242,7 +253,8 @@ def _hand_grades(grader, layout: CourseLayout, assignment: str, student: str) ->
             if notebook not in shown:
                 shown[notebook] = _notebook_hashes(layout, assignment, student, notebook)
             part["hash"] = shown[notebook].get(grade_id)
-    record["graded"] = {f"{nb}/{gid}": {"score": p["score"], "hash": p["hash"]} for (nb, gid), p in scored.items()}
+    record["graded"] = {f"{nb}/{gid}": {"score": p["score"], "hash": p["hash"], "comment": p["comment"]}
+                        for (nb, gid), p in scored.items()}
     _write_record(layout, assignment, student, record)
     return scored
 
@@ -274,6 +286,9 @@ def _keep_hand_grades(grader, layout: CourseLayout, assignment: str, student: st
                 if part["hash"] is not None and now[nb.name].get(grade.name) == part["hash"]:
                     grade.manual_score = part["score"]
                     grade.needs_manual_grade = False
+                    comment = comments.get(grade.name)
+                    if comment is not None and comment.manual_comment is None and part.get("comment"):
+                        comment.manual_comment = part["comment"]  # a withdrawn submission's comment, back
                     continue
                 events.append(_reset(grade, comments.get(grade.name), part, nb.name))
                 record["graded"].pop(f"{nb.name}/{grade.name}", None)
@@ -407,6 +422,8 @@ def _autograde_one(job: tuple[str, str, str], seconds: float = SUBMISSION_SECOND
             summary, problem = _grade_submission(CourseLayout(Path(root)), assignment, student)
     except Exception as exc:  # noqa: BLE001 - one submission never ends the run: whatever it raised is its reason
         summary, problem = "NOT GRADED", f"{type(exc).__name__}: {exc}"
+    if problem:  # any step that failed leaves the whole submission ungraded (finish_run withdraws its points)
+        summary = "NOT GRADED"
     return assignment, student, summary, time.perf_counter() - start, problem
 
 
@@ -438,7 +455,32 @@ def _grade_submission(layout: CourseLayout, assignment: str, student: str) -> tu
         write_feedback_pages(layout, grader, assignment, student)
     except (OSError, ValueError) as exc:
         return summary, f"feedback: {exc}"
+    layout.not_graded_mark(student, assignment).unlink(missing_ok=True)  # graded now: the mark goes
     return summary, None
+
+
+NOT_GRADED_ROW = "not graded"  # written_parts of grades.csv for a withdrawn submission
+def withdraw_submission(layout: CourseLayout, grader, assignment: str, student: str, reason: str) -> None:
+    """Leave a submission that a step could not grade with no points anywhere, and say so.
+
+    Its rows go from the gradebook (whatever a step wrote before the failure, scores included),
+    its ``autograded/`` notebook and its ``feedback/`` pages are removed, and the event
+    ``not_graded`` with the reason is kept in ``integrity/<student>/<assignment>/_not_graded.json``
+    until a run grades it: :func:`export_grades`, the class report and the integrity report
+    read that file, so all three say "not graded". Hand grades are not lost: their scores,
+    comments and the hashes of the answers they graded stay in the hand-grade record, and
+    the next run that grades the submission gives them back while the answers are unchanged
+    (:func:`_hand_grades`). Safe to call twice.
+    """
+    with grader.gradebook as gradebook, contextlib.suppress(MissingEntry):
+        gradebook.remove_submission(assignment, student)
+    for folder in (layout.autograded(student, assignment), layout.feedback(student, assignment)):
+        if folder.exists() or folder.is_symlink():
+            remove_tree(folder)
+    record_events(layout.not_graded_mark(student, assignment), student, assignment, "(grading)", "grade",
+                  [event("not_graded", f"{assignment} of {student} could not be graded: {reason}. It holds no "
+                         "points until a run grades it; the next `grade` tries again.", reason=reason)],
+                  fresh=True)
 
 
 def _submission_secret(path: Path) -> str | None:
@@ -635,6 +677,14 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
     not graded, or grades.csv or a report could not be written)."""
 
     status = 1 if failures else 0
+    for assignment, student, reason in failures:  # no points anywhere for a submission not graded
+        if id_problem(student):
+            continue  # a refused id never reached the gradebook or the grader's folders
+        try:
+            withdraw_submission(layout, grader, assignment, student, str(reason))
+        except (OSError, ValueError, SQLAlchemyError) as exc:
+            print(f"could not withdraw {terminal_text(student)} {terminal_text(assignment)}, which was not "
+                  f"graded: {terminal_text(exc)}", file=sys.stderr)
     try:  # every late penalty again, from the current due dates and the final scores
         late_changes = settle_penalties(layout, grader)
     except (OSError, ValueError) as exc:

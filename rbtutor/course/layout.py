@@ -9,9 +9,12 @@ regular (non-editable) ``pip install`` grades as well as a checkout.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+NOT_GRADED = "_not_graded.json"  # in integrity/<student>/<assignment>/: why the last run could not grade it
 
 
 class CourseError(RuntimeError):
@@ -99,6 +102,21 @@ class CourseLayout:
     def integrity(self) -> Path:
         """Per-notebook integrity events (see :mod:`rbtutor.grading.report`)."""
         return self.root / "integrity"
+
+    def not_graded_mark(self, student: str, assignment: str) -> Path:
+        """Where a submission that a run could not grade says why (``grade.withdraw_submission``)."""
+        return _join(self.integrity, student, assignment) / NOT_GRADED
+
+    def not_graded(self) -> dict[tuple[str, str], str]:
+        """``{(student, assignment): reason}`` of every submission marked by :meth:`not_graded_mark`."""
+        found = {}
+        for path in sorted(self.integrity.glob(f"*/*/{NOT_GRADED}")):
+            try:
+                reason = str(json.loads(path.read_text())["stages"]["grade"][0]["reason"])
+            except (OSError, ValueError, KeyError, IndexError, TypeError):
+                reason = "not graded (its record could not be read)"
+            found[path.parent.parent.name, path.parent.name] = reason
+        return found
 
     @property
     def grades_csv(self) -> Path:
