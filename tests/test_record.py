@@ -627,7 +627,57 @@ def test_collect_command_names_the_planter_and_follows_the_course_setting(exchan
     assert collect_command(layout, NAME) == 0
     assert "entry owners not checked" in capsys.readouterr().out
     assert first_source(layout.submitted(a, NAME)) == "blank = 0"
+    kept = json.loads((layout.integrity / b / NAME / "_planted.json").read_text())["stages"]["collect"]
+    assert [(e["named"], e["found_by_last_collect"]) for e in kept] == [(a, False)]  # evidence, until cleared
+    assert collect_command(layout, NAME, clear=(b,)) == 0
+    assert f"{b} {NAME}: evidence of planted entries cleared" in capsys.readouterr().out
     assert not (layout.integrity / b / NAME / "_planted.json").exists()
+
+
+def _named(layout, student: str) -> list[tuple[str, object]]:
+    """What the integrity report says of ``student`` in Problem 3: (kind, named or owner) of each event."""
+    from rbtutor.grading.report import write_integrity_report
+
+    write_integrity_report(layout.root)
+    report = json.loads((layout.root / "integrity_report.json").read_text())
+    return sorted((e["kind"], e.get("named") or tuple(e.get("owner", ()))) for r in report
+                  if r["student"] == student and r["assignment"] == NAME for e in r["events"])
+
+
+def test_a_planted_entry_stays_named_after_the_victim_hands_in_again(exchange_course, capsys):
+    """The victim's next honest entry (newer than the planted one) does not wipe the evidence: the
+    planted entry is still found while it is in the exchange, and the planter stays named even after
+    deleting it, until the instructor clears it."""
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.grade import collect as collect_command
+
+    a, b = ACCOUNTS
+    inbound = exchange_course / "exchange" / "rbtutor" / "inbound"
+    layout = CourseLayout(exchange_course)
+    as_user(a, inbound / f"{a}+{NAME}+{stamp(dt.timedelta(hours=1))}+aa", stamp(dt.timedelta(hours=1)), "mine = 9")
+    planted = as_user(b, inbound / f"{a}+{NAME}+{stamp(dt.timedelta(hours=5))}+bb", stamp(dt.timedelta(hours=5)),
+                      "blank = 0")
+    assert collect_command(layout, NAME) == 0
+    assert _named(layout, a) == [("wrong_owner", (b,))]
+    assert _named(layout, b) == [("planted_entry", a)]
+
+    as_user(a, inbound / f"{a}+{NAME}+{stamp(dt.timedelta(hours=6))}+cc", stamp(dt.timedelta(hours=6)), "mine = 10")
+    assert collect_command(layout, NAME) == 0
+    assert first_source(layout.submitted(a, NAME)) == "mine = 10"
+    assert _named(layout, a) == [("wrong_owner", (b,))]  # the older, planted entry is still examined
+    assert _named(layout, b) == [("planted_entry", a)]
+
+    user = pwd.getpwnam(b)  # the planter removes the entry from the exchange
+    subprocess.run(["/usr/bin/python3", "-c", "import shutil, sys; shutil.rmtree(sys.argv[1])", str(planted)],
+                   check=True, user=user.pw_uid, group=user.pw_gid, extra_groups=[], cwd="/",
+                   env={"PATH": "/usr/bin:/bin"})
+    assert not planted.exists()
+    assert collect_command(layout, NAME) == 0
+    assert _named(layout, b) == [("planted_entry", a)]
+    kept = json.loads((layout.integrity / b / NAME / "_planted.json").read_text())["stages"]["collect"]
+    assert kept[0]["found_by_last_collect"] is False
+    assert collect_command(layout, NAME, clear=(b,)) == 0
+    assert _named(layout, b) == []
 
 
 def test_feedback_is_never_returned_to_a_refused_id(small_course, capsys):

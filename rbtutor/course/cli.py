@@ -7,9 +7,10 @@ Commands, in the order an instructor uses them:
     reference data, or from FILE merged over it);
 ``generate``
     student versions of every assignment into ``release/``;
-``collect ASSIGNMENT``
+``collect ASSIGNMENT [--clear-planted ACCOUNT]``
     take the students' submissions from the exchange into ``submitted/``, each checked
-    by the intake (links, special files, floods and source copies refused);
+    by the intake (links, special files, floods and source copies refused); entries planted
+    under another student's name stay named in the report until cleared;
 ``similarity ASSIGNMENT [--threshold SHARE]``
     compare every pair of students' code answers; ``similarity/ASSIGNMENT.csv`` and
     ``.html`` (:mod:`rbtutor.course.similarity`);
@@ -52,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("generate", help="student versions of every assignment into release/")
     collect = sub.add_parser("collect", help="take submissions from the exchange into submitted/")
     collect.add_argument("assignment")
+    collect.add_argument("--clear-planted", action="append", default=[], metavar="ACCOUNT",
+                         help="first forget the kept evidence of entries ACCOUNT planted under other names "
+                         "(once dealt with; an entry still in the exchange is named again)")
     similarity = sub.add_parser("similarity", help="compare the students' code answers of one assignment")
     similarity.add_argument("assignment")
     similarity.add_argument("--threshold", type=float, default=None,
@@ -131,7 +135,7 @@ def _collect(layout: CourseLayout, args, parser) -> int:
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from .grade import collect
 
-    return collect(layout, args.assignment)
+    return collect(layout, args.assignment, tuple(args.clear_planted))
 
 
 def _similarity(layout: CourseLayout, args, parser) -> int:

@@ -828,8 +828,11 @@ def record_planted(layout: CourseLayout, assignment: str, results) -> None:
 
     The student an entry named gets the ``wrong_owner`` event; the account that made it gets a
     ``planted_entry`` event (when its name is an acceptable id), so that the report points at
-    who did it. Files of an earlier collect of ``assignment`` that this one no longer supports
-    are removed.
+    who did it. That evidence is kept: an entry named once stays in the owner's part of every
+    later report, whatever the students hand in afterwards and even once the entry is gone
+    from the exchange or no longer checked (then marked ``found_by_last_collect: false``), until
+    the instructor clears it
+    (:func:`clear_planted`).
     """
     planted: dict[str, list[dict]] = {}
     for student, intake in results:
@@ -840,19 +843,46 @@ def record_planted(layout: CourseLayout, assignment: str, results) -> None:
                 planted.setdefault(owner, []).append(event(
                     "planted_entry", f"This account owns the exchange entry {found['path']} (or something in "
                     f"it), which names another student ({student}); it was not collected.",
-                    path=found["path"], named=student))
+                    path=found["path"], named=student, found_by_last_collect=True))
     for old in layout.integrity.glob(f"*/{assignment}/{PLANTED}"):
-        if old.parent.parent.name not in planted:
-            old.unlink()
+        planted.setdefault(old.parent.parent.name, [])
     for owner, events in planted.items():
         if id_problem(owner):
             record_refused_id(layout, assignment, owner, "planted", events)
-        else:
-            record_events(layout.integrity / owner / assignment / PLANTED, owner, assignment,
-                          "(exchange entry)", "collect", events, fresh=True)
+            continue
+        path = layout.integrity / owner / assignment / PLANTED
+        seen = {(e["path"], e["named"]) for e in events}
+        for earlier in _planted_events(path):
+            if (earlier.get("path"), earlier.get("named")) not in seen:
+                events.append({**earlier, "found_by_last_collect": False})
+        record_events(path, owner, assignment, "(exchange entry)", "collect", events, fresh=True)
 
 
-def collect(layout: CourseLayout, assignment: str) -> int:
+def _planted_events(path: Path) -> list[dict]:
+    """The ``planted_entry`` events kept in ``path`` by earlier collects ([] when there are none)."""
+    try:
+        events = json.loads(path.read_text())["stages"]["collect"]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"expected the evidence file {path} to be a report record, got {exc}") from None
+    return [e for e in events if isinstance(e, dict) and e.get("kind") == "planted_entry"]
+
+
+def clear_planted(layout: CourseLayout, assignment: str, owner: str) -> bool:
+    """Drop the kept evidence of the entries ``owner`` planted in ``assignment``; True if there was some.
+
+    For the instructor, once the case is dealt with (and the entries removed from the exchange:
+    an entry still there is found, and named, again by the next collect).
+    """
+    path = layout.integrity / owner / assignment / PLANTED if not id_problem(owner) else None
+    if path is None or not path.exists():
+        return False
+    path.unlink()
+    return True
+
+
+def collect(layout: CourseLayout, assignment: str, clear: tuple[str, ...] = ()) -> int:
     """Take every student's newest submission of ``assignment`` from the exchange into ``submitted/``.
 
     Replaces ``nbgrader collect``, which copies with ``shutil.copytree`` from folders students can
@@ -871,6 +901,10 @@ def collect(layout: CourseLayout, assignment: str) -> int:
     except ValueError as exc:
         print(f"rbtutor.course collect: {exc}", file=sys.stderr)
         return 2
+    for owner in clear:
+        cleared = clear_planted(layout, assignment, owner)
+        print(f"{terminal_text(owner)} {assignment}: evidence of planted entries "
+              + ("cleared" if cleared else "not found, nothing cleared"))
     results = take(inbound, layout.submitted(), assignment, sources=_sources(layout, assignment),
                    check_owner=check_owner)
     record_planted(layout, assignment, results)

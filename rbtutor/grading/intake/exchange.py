@@ -8,19 +8,21 @@ and writes its time into the receipt of :mod:`.times`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import hashlib
 import os
 import pwd
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..report import event
 from ..student_ids import id_problem
-from .files import _DIR_FLAGS, _is_link, _make_dest, _Walker
+from .files import _DIR_FLAGS, FLOOD_FACTOR, _is_link, _make_dest, _Walker
 from .limits import TIMESTAMP_FILE, Intake, Limits, _show, name_problem
 from .times import MISMATCH_SECONDS, _keep_claim, _write_receipt, format_time, parse_time, read_receipt, receipt_path
 
@@ -103,8 +105,8 @@ def collect(inbound: Path, submitted: Path, assignment: str, *, sources: dict[st
     -------
     list of (str, Intake)
         One pair per claimed student id (also refused ids, with their ``bad_name``
-        event and nothing taken), sorted by id. Events of refused newer entries come
-        first in that student's events.
+        event and nothing taken), sorted by id. Events of refused entries (newer ones,
+        and older ones that another account owns) come first in that student's events.
 
     Raises
     ------
@@ -157,14 +159,72 @@ def _list_inbound(inbound_fd: int, inbound: Path, assignment: str, limits: Limit
 
 
 def _collect_one(exchange: _Exchange, student: str, entries) -> Intake:
+    """The newest acceptable entry of ``student`` taken in; every older entry's owners checked too.
+
+    The entries older than the one taken are not collected, but an entry planted under this
+    student's name stays evidence while it is in the exchange, whatever the student hands in
+    later: each is checked for owners (:func:`_foreign_owners`) and a ``wrong_owner`` event
+    names it on every collect.
+    """
     refused: list[dict] = []
     uid = _account_uid(student) if exchange.check_owner else None
+    result = None
     for named_time, name, _ in entries:
-        result = _take_entry(exchange, student, uid, name, named_time, refused)
-        if result is not None:
-            result.events[:0] = refused
-            return result
-    return Intake(events=refused)
+        if result is None:
+            result = _take_entry(exchange, student, uid, name, named_time, refused)
+        elif uid is not None:
+            foreign = _foreign_owners(exchange, name, uid)
+            if foreign:
+                refused.append(_wrong_owner(name, student, foreign))
+    result = result or Intake()
+    result.events[:0] = refused
+    return result
+
+
+def _foreign_owners(exchange: _Exchange, name: str, uid: int) -> list[tuple[str, int]]:
+    """``(path, uid)`` of what in the entry ``name`` (the entry itself is ``"."``) ``uid`` does not own.
+
+    Owners only: no file is opened or copied. The walk follows no link and is bounded as the
+    walker's listing is (``FLOOD_FACTOR * max_files`` entries, ``max_depth`` folders deep).
+    """
+    try:
+        top_fd = os.open(name, _DIR_FLAGS, dir_fd=exchange.inbound_fd)
+    except OSError:
+        return []  # a link or not a folder: refused by name when it is the newest, holds nothing
+    foreign: list[tuple[str, int]] = []
+    budget = FLOOD_FACTOR * exchange.limits.max_files
+    folders = [(top_fd, ".", 0)]
+    try:
+        top = os.fstat(top_fd)
+        if top.st_uid != uid:
+            foreign.append((".", top.st_uid))
+        while folders and budget > 0:
+            fd, path, depth = folders.pop()
+            try:
+                with os.scandir(fd) as listing:
+                    for entry in listing:
+                        budget -= 1
+                        if budget < 0:
+                            break
+                        rel = entry.name if path == "." else f"{path}/{entry.name}"
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if st.st_uid != uid:
+                            foreign.append((rel, st.st_uid))
+                        if stat.S_ISDIR(st.st_mode) and depth < exchange.limits.max_depth:
+                            with contextlib.suppress(OSError):
+                                folders.append((os.open(entry.name, _DIR_FLAGS, dir_fd=fd), rel, depth + 1))
+            finally:
+                if fd != top_fd:
+                    os.close(fd)
+    finally:
+        for fd, _, _ in folders:
+            if fd != top_fd:
+                os.close(fd)
+        os.close(top_fd)
+    return foreign
 
 
 def _account_uid(student: str) -> int | None:
