@@ -10,6 +10,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# the course's one command (rbtutor --help); every target below that drives the course calls it
+RBTUTOR := $(VENV)/bin/rbtutor
 
 # Every recipe sees the venv first on PATH (jb, ruff, and nbgrader's alembic)
 # and renders matplotlib figures without a display. Notebook kernels of the
@@ -114,8 +116,8 @@ pdf: $(STAMP)
 
 # The student versions of the assignments, from the reference data or from DATA=variant.yaml.
 assignments: $(STAMP)
-	$(PY) -m rbtutor.course render $(if $(DATA),--data $(DATA))
-	$(PY) -m rbtutor.course generate
+	$(RBTUTOR) render $(if $(DATA),--data $(DATA))
+	$(RBTUTOR) assign
 
 # The worked solutions (the source notebooks), executed, as HTML pages.
 solutions: $(STAMP)
@@ -124,27 +126,27 @@ solutions: $(STAMP)
 	@echo "Worked solutions: $(CURDIR)/_build/solutions/"
 
 grade: $(STAMP)
-	$(PY) -m rbtutor.course grade$(if $(SCHEDULER), --scheduler $(SCHEDULER))
+	$(RBTUTOR) grade$(if $(SCHEDULER), --scheduler $(SCHEDULER))
 
 # The class report, report/index.html (make grade writes it too; rbtutor/course/class_report.py).
 .PHONY: report
 report: $(STAMP)
-	$(PY) -m rbtutor.course report
+	$(RBTUTOR) report
 
 # The final scores as the file an LMS imports (rbtutor/course/export.py says which rules each follows).
 .PHONY: export
 export: $(STAMP)
 	@test -n "$(TO)" -a -n "$(ROSTER)" || { echo "usage: make export TO=canvas|moodle|blackboard ROSTER=roster.csv [OUT=file]" >&2; exit 2; }
-	$(PY) -m rbtutor.course export --to $(TO) --roster $(ROSTER) --out $(or $(OUT),grades-$(TO).$(if $(filter blackboard,$(TO)),txt,csv))
+	$(RBTUTOR) export --to $(TO) --roster $(ROSTER) --out $(or $(OUT),grades-$(TO).$(if $(filter blackboard,$(TO)),txt,csv))
 
 # The course on a JupyterHub on this machine (root only; hub/hubctl.py says what it sets up).
-# It uses the system python3 and its own environments under /opt/rbtutor, not .venv.
+# hubctl makes its own environments under /opt/rbtutor from the system python3, not from .venv.
 # GRADEBOOK=postgres: the course gradebook on a PostgreSQL server hubctl starts (several graders).
-hub:
-	python3 hub/hubctl.py up $(if $(GRADEBOOK),--gradebook $(GRADEBOOK))
+hub: $(STAMP)
+	$(RBTUTOR) hub up $(if $(GRADEBOOK),--gradebook $(GRADEBOOK))
 
-hub-stop:
-	python3 hub/hubctl.py down
+hub-stop: $(STAMP)
+	$(RBTUTOR) hub down
 
 lint: $(STAMP)
 	ruff check .

@@ -882,7 +882,9 @@ def up(start_hub: bool = True, gradebook: str = "sqlite") -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="hub/hubctl.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=os.environ.get("RBTUTOR_PROG", "hub/hubctl.py"),
+                                     description=__doc__.splitlines()[0],
+                                     epilog="example: sudo rbtutor hub up --gradebook postgres")
     parser.add_argument("command", choices=["up", "down", "setup", "units"],
                         help="up: set up and start; setup: set up only; down: stop; units: write the systemd "
                              "units `up` installs where systemd runs into --into, to read or install by hand")

@@ -1,8 +1,8 @@
-"""``python -m rbtutor``: the command line of :mod:`rbtutor.problems.cli`."""
+"""``python -m rbtutor``: the ``rbtutor`` command (:mod:`rbtutor.cli`)."""
 
 import sys
 
-from .problems.cli import main
+from .cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,76 @@ def test_course_commands_do_without_the_iri_grammar():
             "print(sys.modules.get('rfc3987_syntax') is None, 'lark' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "False"], out
+
+
+# --------------------------------------------------------------------------- the rbtutor command
+
+RBTUTOR = Path(sys.executable).with_name("rbtutor")
+
+
+def rbtutor(*args, cwd=None):
+    """The installed console script, as a user types it."""
+    return subprocess.run([str(RBTUTOR), *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_the_command_is_installed_and_lists_every_verb_with_an_example():
+    from rbtutor.cli import VERBS
+
+    assert RBTUTOR.exists(), "pyproject.toml's [project.scripts] installs rbtutor beside the interpreter"
+    out = rbtutor("--help")
+    assert out.returncode == 0, out.stderr
+    for verb in VERBS:
+        assert f"\n  {verb} " in out.stdout
+    assert "example: rbtutor" in out.stdout
+    assert rbtutor().returncode == 2  # no verb: the list, and status 2
+    same = subprocess.run([sys.executable, "-m", "rbtutor", "--help"], capture_output=True, text=True)
+    assert same.stdout == out.stdout  # python -m rbtutor is the same command
+
+
+@pytest.mark.parametrize("verb", ["key", "data", "render", "assign", "collect", "similarity", "grade", "feedback",
+                                  "export", "report", "config", "checks", "hub"])
+def test_every_verb_has_help_with_an_example(verb):
+    out = rbtutor(verb, "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"usage: rbtutor {verb}")
+    assert "example: " in out.stdout
+    assert f"rbtutor {verb}" in out.stdout.split("example: ", 1)[1]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("grde",), "no verb 'grde'; did you mean 'grade'?"),
+    (("grade", "--jbs", "2"), "rbtutor grade: unrecognized arguments: --jbs 2"),
+    (("export", "--to", "excel", "--roster", "r.csv", "--out", "x"), "rbtutor export: argument --to: invalid choice"),
+    (("collect",), "rbtutor collect: the following arguments are required: assignment"),
+    (("key", "--problem", "twelve"), "rbtutor key: argument --problem: invalid int value"),
+    (("checks", "now"), "checks takes no arguments"),
+    (("--jobs", "3"), "expected a verb first"),
+])
+def test_a_mistyped_verb_or_option_is_one_line_and_status_two(args, said):
+    out = rbtutor(*args)
+    assert out.returncode == 2
+    assert said in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stdout == ""
+
+
+def test_a_course_verb_outside_a_course_says_so_in_one_line(tmp_path):
+    out = rbtutor("grade", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"rbtutor: no nbgrader_config.py in {tmp_path} or above it: run this from a course folder or pass --root"]
+
+
+def test_the_old_names_still_work():
+    for old, new in (("generate", "assign"), ("return-feedback", "feedback")):
+        assert rbtutor(old, "--help").stdout.replace(old, new) == rbtutor(new, "--help").stdout.replace(old, new)
+
+
+def test_the_makefile_drives_the_course_with_the_command():
+    """`make grade`, `make report`, `make export`, `make assignments` and `make hub` call rbtutor."""
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    assert "-m rbtutor.course" not in makefile
+    assert "hub/hubctl.py up" not in makefile
+    for verb in ("render", "assign", "grade", "report", "export", "hub up", "hub down"):
+        assert f"$(RBTUTOR) {verb}" in makefile

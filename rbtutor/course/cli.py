@@ -1,11 +1,11 @@
-"""One command line for the course: ``python -m rbtutor.course COMMAND [--root COURSE]``.
+"""The course's verbs of the ``rbtutor`` command (:mod:`rbtutor.cli`); also ``python -m rbtutor.course VERB``.
 
-Commands, in the order an instructor uses them:
+Verbs, in the order an instructor uses them (``[--root COURSE]`` before or after the verb):
 
 ``render [--data FILE]``
     write the locked helper and data cells of every source notebook (from the
     reference data, or from FILE merged over it);
-``generate``
+``assign`` (also ``generate``)
     student versions of every assignment into ``release/``;
 ``collect ASSIGNMENT [--clear-planted ACCOUNT]``
     take the students' submissions from the exchange into ``submitted/``, each checked
@@ -17,7 +17,7 @@ Commands, in the order an instructor uses them:
 ``grade [--jobs N | --scheduler ADDRESS]``
     autograde every submission, write feedback, ``grades.csv`` and the integrity report;
     with ``--scheduler``, on the workers of a Dask cluster (:mod:`rbtutor.course.cluster`);
-``return-feedback``
+``feedback`` (also ``return-feedback``)
     put the feedback into the exchange for the students to fetch;
 ``export --to canvas|moodle|blackboard --roster ROSTER --out FILE``
     the final scores as the file that LMS imports (:mod:`rbtutor.course.export`);
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..cli import BriefParser
 from .class_report import run_report
 from .cluster import grade_on_cluster
 from .export import run_export
@@ -41,58 +42,79 @@ from .layout import CourseError, CourseLayout
 from .options import run_config
 from .render import render_course
 
+#: an example of each verb, shown at the end of its ``--help``
+EXAMPLES = {
+    "render": "render --data next_year.yaml",
+    "assign": "assign",
+    "collect": "collect problem03",
+    "similarity": "similarity problem03 --threshold 0.5",
+    "grade": "grade --jobs 3",
+    "feedback": "feedback",
+    "export": "export --to canvas --roster roster.csv --out grades-canvas.csv",
+    "report": "report",
+    "config": "config --json",
+}
 
-def _parser() -> argparse.ArgumentParser:
-    """The command line: one subcommand per step of the course."""
-    parser = argparse.ArgumentParser(prog="python -m rbtutor.course", description=__doc__.splitlines()[0])
+
+def _parser(prog: str = "python -m rbtutor.course") -> argparse.ArgumentParser:
+    """The command line: one subcommand per step of the course (``assign`` is also ``generate``,
+    ``feedback`` also ``return-feedback``, their names before the ``rbtutor`` command)."""
+    parser = BriefParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=None, help="course folder (with nbgrader_config.py); "
                         "default: this folder or the nearest one above it")
     sub = parser.add_subparsers(dest="command", required=True)
-    render = sub.add_parser("render", help="write the locked helper and data cells of every notebook")
+
+    def verb(name, handler, help, aliases=()):
+        command = sub.add_parser(name, aliases=list(aliases), help=help, description=help,
+                                 epilog=f"example: {prog} {EXAMPLES[name]}")
+        command.set_defaults(handler=handler, verb_parser=command)
+        return command
+
+    render = verb("render", _render, "write the locked helper and data cells of every notebook")
     render.add_argument("--data", help="variant data (YAML) merged over the reference data")
-    sub.add_parser("generate", help="student versions of every assignment into release/")
-    collect = sub.add_parser("collect", help="take submissions from the exchange into submitted/")
+    verb("assign", _generate, "student versions of every assignment into release/", aliases=["generate"])
+    collect = verb("collect", _collect, "take submissions from the exchange into submitted/")
     collect.add_argument("assignment")
     collect.add_argument("--clear-planted", action="append", default=[], metavar="ACCOUNT",
                          help="first forget the kept evidence of entries ACCOUNT planted under other names "
                          "(once dealt with; an entry still in the exchange is named again)")
-    similarity = sub.add_parser("similarity", help="compare the students' code answers of one assignment")
+    similarity = verb("similarity", _similarity, "compare the students' code answers of one assignment")
     similarity.add_argument("assignment")
     similarity.add_argument("--threshold", type=float, default=None,
                             help="flag pairs with at least this score (default: the module's THRESHOLD)")
-    grade = sub.add_parser("grade", help="autograde every submission, feedback, grades.csv, report")
+    grade = verb("grade", _grade, "autograde every submission, feedback, grades.csv, report")
     grade.add_argument("--jobs", type=int, default=None,
                        help="grade this many submissions at once (default: one per core, plus one)")
     grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="grade on the workers of this Dask scheduler (tcp://host:8786) instead of here")
-    sub.add_parser("return-feedback", help="put the feedback into the exchange")
-    export = sub.add_parser("export", help="final scores as the file an LMS imports")
+    verb("feedback", _return_feedback, "put the feedback into the exchange", aliases=["return-feedback"])
+    export = verb("export", _export, "final scores as the file an LMS imports")
     export.add_argument("--to", required=True, choices=["canvas", "moodle", "blackboard"], dest="lms")
     export.add_argument("--roster", required=True, help="CSV: student_id,name,email,lms_id,sis_user_id,"
                         "sis_login_id,section")
     export.add_argument("--out", required=True, help="the file to write")
-    sub.add_parser("report", help="the class report, report/index.html")
-    config = sub.add_parser("config", help="every grading option: value, default, unit, description")
+    verb("report", _report, "the class report, report/index.html")
+    config = verb("config", _config, "every grading option: value, default, unit, description")
     config.add_argument("--json", action="store_true", help="JSON for machines instead of the table")
     # --root is accepted after the command too (python -m rbtutor.course grade --root DIR)
-    for command in sub.choices.values():
+    for command in {id(c): c for c in sub.choices.values()}.values():  # an alias names the same parser
         command.add_argument("--root", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
-def main(argv=None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+def main(argv=None, prog: str = "python -m rbtutor.course") -> int:
+    parser = _parser(prog)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the verb's own parser, which knows its options
+        args.verb_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         layout = CourseLayout(args.root) if args.root else CourseLayout.find()
     except CourseError as exc:
-        if args.command != "config" or args.root:
-            parser.error(str(exc))
+        if args.handler is not _config or args.root:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
         layout = None  # config outside a course: the defaults
-    commands = {"render": _render, "grade": _grade, "export": _export, "config": _config, "report": _report,
-                "collect": _collect, "similarity": _similarity, "generate": _generate,
-                "return-feedback": _return_feedback}
-    return commands[args.command](layout, args, parser)
+    return args.handler(layout, args, parser)
 
 
 def _render(layout: CourseLayout, args, parser) -> int:

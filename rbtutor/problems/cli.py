@@ -22,6 +22,8 @@ import sys
 
 import numpy as np
 
+from ..cli import BriefParser
+
 
 def _plain(value):
     if isinstance(value, str):
@@ -46,17 +48,21 @@ def _table(key) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rbtutor", description=__doc__,
+def main(argv=None, prog: str = "python -m rbtutor") -> int:
+    parser = BriefParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    key_cmd = sub.add_parser("key", help="print the answer key computed from the problem data")
+    key_cmd = sub.add_parser("key", help="print the answer key computed from the problem data",
+                             description="Print the answer key computed from the problem data.",
+                             epilog=f"example: {prog} key --problem 3 --format yaml")
     key_cmd.add_argument("--data", help="YAML file with problem data to merge over the reference data")
     key_cmd.add_argument("--format", choices=("json", "yaml", "table"), default="table")
     key_cmd.add_argument("--problem", type=int, action="append",
                          help="only this problem (1-11); repeat for several")
     key_cmd.add_argument("--student", help="the key of this student's own variant")
-    data_cmd = sub.add_parser("data", help="print a student's problem data, or write a whole class's")
+    data_cmd = sub.add_parser("data", help="print a student's problem data, or write a whole class's",
+                              description="Print a student's problem data, or write a whole class's with its key.",
+                              epilog=f"example: {prog} data --class students.txt --out class-data")
     data_cmd.add_argument("--data", help="the course data (YAML merged over the reference data)")
     who = data_cmd.add_mutually_exclusive_group(required=True)
     who.add_argument("--student", help="print this student's data as YAML")
