@@ -187,3 +187,12 @@ def test_a_stuck_submission_on_a_dask_worker_is_not_graded(monkeypatch, tmp_path
         assert "longer than 0.5 s" in problem, problem
         fine = client.submit(grade._autograde_one, (str(tmp_path), "problem01", "fine"), 0.5, pure=False)
         assert fine.result(timeout=60)[2:5:2] == ("3/3 autograded", None)
+
+
+def test_progress_says_how_long_the_rest_will_take():
+    """Each line of a long run says the time left at the pace so far; the last one says none."""
+    line = grade.progress_line(3, 60, "s1", "problem03", "11/13 autograded", 0.4, elapsed=3.0)
+    assert line == "[3/60] s1 problem03: 11/13 autograded (0.4 s; about 57 s left)"
+    assert grade.progress_line(60, 60, "s1", "problem03", "done", 0.4, elapsed=60.0).endswith("(0.4 s)")
+    assert grade.progress_line(1, 2, "s1", "p", "NOT GRADED", float("nan"), elapsed=1.0).endswith("(about 1 s left)")
+    assert [grade.duration_text(s) for s in (0.2, 40, 200, 4800)] == ["under 1 s", "40 s", "3 min", "1 h 20 min"]

@@ -140,6 +140,7 @@ def test_a_submission_not_graded_holds_no_points_anywhere_until_it_is(small_clas
     assert failed.returncode == 1
     assert "could not grade ann problem03: feedback:" in failed.stderr
     assert "ann problem03: NOT GRADED" in failed.stdout
+    assert any(line.startswith("[1/3]") and line.endswith(" left)") for line in failed.stdout.splitlines())
     with Gradebook(url) as gradebook:
         with pytest.raises(MissingEntry):
             gradebook.find_submission(NAME, "ann")

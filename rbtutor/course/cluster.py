@@ -301,7 +301,8 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
         except Exception as exc:  # noqa: BLE001 - raised by the task on every try: listed, never lost
             summary, seconds = "NOT GRADED", float("nan")
             problem = f"{type(exc).__name__}: {exc}"
-        print(progress_line(k, len(work), student, assignment, summary, seconds), flush=True)
+        print(progress_line(k, len(work), student, assignment, summary, seconds, time.perf_counter() - start),
+              flush=True)
         if problem:
             failures.append((assignment, student, problem))
     where = f"on {len(client.scheduler_info()['workers'])} worker(s) of {client.scheduler.address}"

@@ -722,10 +722,28 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
     return status
 
 
-def progress_line(k: int, total: int, student: str, assignment: str, summary: str, seconds: float) -> str:
-    """One line of progress, with whatever a submission could put into it shown as text."""
-    took = "" if seconds != seconds else f" ({seconds:.1f} s)"  # NaN: the task never returned
-    return f"[{k}/{total}] {terminal_text(student)} {terminal_text(assignment)}: {terminal_text(summary)}{took}"
+def progress_line(k: int, total: int, student: str, assignment: str, summary: str, seconds: float,
+                  elapsed: float | None = None) -> str:
+    """One line of progress, with whatever a submission could put into it shown as text.
+
+    With ``elapsed`` (seconds since the first submission started), the time the rest will take at
+    the pace so far: ``[3/60] s1 problem03: 11/13 autograded (0.4 s; about 1 min left)``.
+    """
+    took = [] if seconds != seconds else [f"{seconds:.1f} s"]  # NaN: the task never returned
+    if elapsed is not None and 0 < k < total:
+        took.append(f"about {duration_text(elapsed / k * (total - k))} left")
+    took_text = f" ({'; '.join(took)})" if took else ""
+    return f"[{k}/{total}] {terminal_text(student)} {terminal_text(assignment)}: {terminal_text(summary)}{took_text}"
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person says it: ``under 1 s``, ``40 s``, ``3 min``, ``1 h 20 min``."""
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def grade(layout: CourseLayout, jobs: int | None = None) -> int:
@@ -749,7 +767,8 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
             pool = worker_pool(jobs)
             results = _pool_results(pool, work)
         for k, (assignment, student, summary, seconds, problem) in enumerate(results, 1):
-            print(progress_line(k, len(work), student, assignment, summary, seconds), flush=True)
+            print(progress_line(k, len(work), student, assignment, summary, seconds, time.perf_counter() - start),
+                  flush=True)
             if problem:
                 failures.append((assignment, student, problem))
         if jobs != 1:
