@@ -270,3 +270,20 @@ def test_conventions_box_and_compass(built_book: Path):
     recap = (built_book / "book" / "recap.html").read_text(encoding="utf-8")
     assert "north-west" in recap
     assert "north-east" not in recap
+
+
+def test_every_page_states_the_licences_and_the_package_names_its_own(built_book: Path):
+    """A department can adopt the course: the code is MIT (LICENSE, pyproject.toml), the text and
+    figures CC BY 4.0 (LICENSE-TEXT.md and the footer of every built page)."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "LICENSE").read_text().startswith("MIT License")
+    assert "Creative Commons Attribution 4.0 International" in (root / "LICENSE-TEXT.md").read_text()
+    assert tomllib.loads((root / "pyproject.toml").read_text())["project"]["license"] == {"text": "MIT"}
+    pages = sorted(built_book.rglob("*.html"))
+    assert pages
+    unlicensed = [p.relative_to(built_book) for p in pages
+                  if "_static" not in p.parts and p != built_book / "index.html"  # that one only redirects
+                  and "creativecommons.org/licenses/by/4.0/" not in p.read_text(encoding="utf-8")]
+    assert not unlicensed, f"pages without the licence footer: {unlicensed[:5]}"
