@@ -108,3 +108,21 @@ def test_a_variant_fills_the_instructions_with_its_own_numbers():
     intro = nb.cells[0].source
     assert f"$GM = {own['turn']['gm']:.2f}$ m" in intro
     assert f"$u = {own['turn']['nu'][0]:.1f}$ m/s" in intro
+
+
+def test_the_tracked_notebooks_are_what_the_renderer_writes(tmp_path):
+    """The source notebooks in git are rendered: after a change to the helper cell (rbtutor/grading/
+    student.py), the data or a template, `rbtutor render` must be run and its result committed."""
+    import shutil
+
+    from rbtutor.course.render import render
+    from rbtutor.problems.variants import load_course_data, problem_data
+
+    copy = tmp_path / "exercises"
+    for path in SOURCES:
+        (copy / path.parent.name).mkdir(parents=True)
+        shutil.copy2(path, copy / path.parent.name / path.name)
+    stale = render(problem_data(load_course_data(None)), copy)
+    assert not stale, (f"{[p.name for p in stale]} differ from what the renderer writes: run `rbtutor render` "
+                       "and commit the notebooks")
+    assert len(SOURCES) == 11
