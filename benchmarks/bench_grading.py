@@ -193,12 +193,6 @@ def stock_parallel(template: Path, where: Path, processes: int) -> float:
 # --------------------------------------------------------------------------- make grade, floor
 
 
-@dataclass
-class GradeRun:
-    wall: float
-    lines: list[tuple[str, str, float, float, float]]  # student, assignment, score, max, seconds
-
-
 def timed_grade(template: Path, where: Path, record: list) -> float:
     """`make grade` on a copy of the class; its progress lines go to ``record``."""
     from rbtutor.course import CourseLayout

@@ -1,4 +1,4 @@
-"""THE hostile-submission suite: autograding survives broken and hostile notebooks (rbtutor.harness).
+"""THE hostile-submission suite: autograding survives broken and hostile notebooks (rbtutor.grading).
 
 One scratch course (Problem 3 only) that uses the course's real nbgrader_config.py
 as it is, with short time limits (``Execute.timeout`` per cell, ``BoundedExecute.

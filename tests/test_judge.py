@@ -1,4 +1,4 @@
-"""The grader's decision on one answer (rbtutor.judge): right forms pass, known slips are named,
+"""The grader's decision on one answer (rbtutor.grading.judge): right forms pass, known slips are named,
 hostile objects are refused, and feedback never gives the reference value away."""
 
 from __future__ import annotations
