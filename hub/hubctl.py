@@ -18,9 +18,12 @@
   under :data:`SHARE`, which the hub puts first on ``JUPYTER_PATH``;
 * the nbgrader exchange :data:`EXCHANGE`, owned by root, mode 1777 (everyone may write, the
   sticky bit keeps one user from removing another's files), as nbgrader's documentation asks;
-* ``/etc/jupyter/nbgrader_config.py`` (copied from ``hub/nbgrader_config.py``): the exchange,
-  the course id and course membership from the hub's groups, for every user with nothing to
-  set by hand;
+* ``etc/jupyter/nbgrader_config.py`` of the hub's two server environments (copied from
+  ``hub/nbgrader_config.py``): the exchange, the course id, course membership from the hub's
+  groups and the students' Fetch, for every user of the hub with nothing to set by hand. It is
+  scoped to those environments, not machine-wide: it names :mod:`rbtutor_fetch`, which only
+  they can import, so nbgrader from any other environment (the course's own ``.venv``) keeps
+  working beside the hub; a machine-wide copy left by an earlier set-up is removed;
 * per-role Jupyter configuration under :data:`ROLE_CONFIG`: students get the assignment list
   and Validate only (no Formgrader, no Create Assignment, no course list, not the grading
   kernel); the instructor gets everything; nobody gets JupyterLab's question about news;
@@ -100,7 +103,8 @@ SYSTEMD_UNITS = Path("/etc/systemd/system")  # where systemd runs: the hub's and
 HUB_UNIT = "rbtutor-hub.service"
 PG_UNIT = "rbtutor-postgres.service"
 PASSWORDS = Path("/etc/rbtutor/hub-passwords.json")
-SYSTEM_NBGRADER_CONFIG = Path("/etc/jupyter/nbgrader_config.py")
+#: where an earlier set-up put the hub's nbgrader configuration, read by every environment
+LEGACY_NBGRADER_CONFIG = Path("/etc/jupyter/nbgrader_config.py")
 URL = "http://127.0.0.1:8000"
 PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
 PG_FOLDER = Path("/var/lib/rbtutor-postgres")  # make hub GRADEBOOK=postgres: the gradebook's cluster
@@ -425,10 +429,27 @@ def ensure_profile_script() -> None:
     os.chmod(PROFILE_SCRIPT, 0o644)
 
 
+def ensure_nbgrader_config(environments=(VENV, STUDENT_VENV), legacy: Path = LEGACY_NBGRADER_CONFIG) -> list[Path]:
+    """The hub's nbgrader configuration into each of ``environments`` (``<env>/etc/jupyter``, which
+    Jupyter reads for programs of that environment only); ``legacy``, the machine-wide copy of an
+    earlier set-up, removed when it is the hub's (an instructor's own file there is left alone).
+    Returns the files written."""
+    text = (HERE / "nbgrader_config.py").read_text()
+    written = []
+    for env in environments:
+        target = Path(env) / "etc" / "jupyter" / "nbgrader_config.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        os.chmod(target, 0o644)
+        written.append(target)
+    if legacy.is_file() and "rbtutor_fetch.ServiceFetchAssignment" in legacy.read_text(errors="replace"):
+        legacy.unlink()
+        say(f"removed {legacy}, the machine-wide copy of an earlier set-up (now in the hub's environments)")
+    return written
+
+
 def ensure_config() -> None:
-    SYSTEM_NBGRADER_CONFIG.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(HERE / "nbgrader_config.py", SYSTEM_NBGRADER_CONFIG)
-    os.chmod(SYSTEM_NBGRADER_CONFIG, 0o644)
+    ensure_nbgrader_config()
     for role, hidden in (("student", True), ("instructor", False)):
         folder = ROLE_CONFIG / role
         (folder / "labconfig").mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,8 @@
-"""System-wide nbgrader configuration on the course hub (``make hub`` copies it to /etc/jupyter/).
+"""nbgrader configuration of the course hub (``rbtutor hub up`` copies it into the hub's environments).
 
-Every user's server reads it, so students set nothing by hand: the exchange folder, the
+It goes to ``etc/jupyter/`` of the hub's two server environments, never machine-wide: it
+names ``rbtutor_fetch``, which only those environments can import. Every user's server
+reads it, so students set nothing by hand: the exchange folder, the
 course id, and course membership from the hub's groups (``nbgrader-rbtutor`` for students,
 ``formgrade-rbtutor`` for instructors), which nbgrader's JupyterHubAuthPlugin asks the hub for.
 A student's Fetch gets the notebook with that student's own numbers from the hub's

@@ -257,6 +257,23 @@ class Session:
         self.context.close()
 
 
+def test_the_course_s_own_environment_works_beside_the_hub(hub, tmp_path):
+    """On the machine the hub was set up on, nbgrader from the course's own .venv (this interpreter)
+    still runs: the hub's configuration, which names the hub-only rbtutor_fetch, is not machine-wide."""
+    import shutil
+
+    assert not (hubctl.LEGACY_NBGRADER_CONFIG.is_file()
+                and "rbtutor_fetch" in hubctl.LEGACY_NBGRADER_CONFIG.read_text())
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "exercises" / ASSIGNMENT, course / "exercises" / ASSIGNMENT)
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    env = {k: v for k, v in os.environ.items() if k != "JUPYTER_NO_CONFIG"}
+    out = subprocess.run([sys.executable, "-m", "rbtutor", "assign", "--root", str(course)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-1500:] + out.stderr[-1500:]
+    assert (course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file()
+
+
 def test_assignment_loop_on_the_hub(hub):
     from playwright.sync_api import sync_playwright
 

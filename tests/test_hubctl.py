@@ -178,3 +178,32 @@ def test_the_postgres_unit_starts_the_server_and_its_kill_signal_stops_it(deploy
     finally:
         server.remove()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_hub_s_nbgrader_config_stays_in_the_hub_s_environments(tmp_path):
+    """It names rbtutor_fetch, which only the hub's environments import: written into their
+    etc/jupyter (what Jupyter reads for that environment alone), never machine-wide, and the
+    machine-wide copy of an earlier set-up is removed; someone else's file there is kept."""
+    envs = (tmp_path / "venv", tmp_path / "student")
+    legacy = tmp_path / "etc-jupyter" / "nbgrader_config.py"
+    legacy.parent.mkdir()
+    legacy.write_text((Path(hubctl.__file__).parent / "nbgrader_config.py").read_text())
+    written = hubctl.ensure_nbgrader_config(envs, legacy)
+    assert written == [env / "etc" / "jupyter" / "nbgrader_config.py" for env in envs]
+    assert all("rbtutor_fetch.ServiceFetchAssignment" in path.read_text() for path in written)
+    assert not legacy.exists()
+    legacy.write_text("c.Exchange.root = '/srv/other'\n")  # an administrator's own machine-wide file
+    hubctl.ensure_nbgrader_config(envs, legacy)
+    assert legacy.read_text() == "c.Exchange.root = '/srv/other'\n"
+
+
+def test_jupyter_reads_an_environment_s_etc_jupyter_for_that_environment_only():
+    """What the scoping above relies on: jupyter_core puts ``<sys.prefix>/etc/jupyter`` on the config
+    path of programs of that environment, and the course's own environment has another prefix."""
+    out = subprocess.run([sys.executable, "-c", "from jupyter_core.paths import jupyter_config_path; "
+                          "print('\\n'.join(jupyter_config_path()))"], capture_output=True, text=True, check=True,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")})
+    paths = out.stdout.splitlines()
+    assert str(Path(sys.prefix) / "etc" / "jupyter") in paths
+    assert str(hubctl.VENV / "etc" / "jupyter") not in paths
+    assert str(hubctl.STUDENT_VENV / "etc" / "jupyter") not in paths
