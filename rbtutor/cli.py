@@ -35,10 +35,12 @@ class Verb:
     owner: str  # "answers", "course", "checks" or "hub"
     name: str
     help: str
-    who: str
+    who: str  # "newcomer", "instructor" or "operator"
 
 
 VERBS = {
+    "try": Verb("course", "try", "the whole loop of one assignment, as a pretend student and instructor",
+                "newcomer"),
     "key": Verb("answers", "key", "the answer key computed from the problem data", "instructor"),
     "data": Verb("answers", "data", "a student's problem data, or a whole class's with its key", "instructor"),
     "render": Verb("course", "render", "write the data and helper cells of every source notebook", "instructor"),
@@ -64,7 +66,7 @@ def usage() -> str:
     width = max(map(len, VERBS))
     lines = [f"usage: {PROG} VERB [options]      ({PROG} VERB --help: a verb's options and an example)", "",
              "One command for each task of the course, from the answer key to the hub.", ""]
-    for who in ("instructor", "operator"):
+    for who in ("newcomer", "instructor", "operator"):
         lines.append(f"for the {who}:")
         lines += [f"  {name:<{width}}  {verb.help}" for name, verb in VERBS.items() if verb.who == who]
         lines.append("")

@@ -27,8 +27,8 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from traitlets.config import Config
 
+from rbtutor.course.trial import answered, student_exchange
 from rbtutor.grading.protocol import HAND_IN
 from rbtutor.problems import PUBLISHED_KEY, answer_key, read_yaml
 from rbtutor.problems.printed import printed_value
@@ -66,56 +66,6 @@ def autograded_cells(path):
         if meta.get("grade") and not meta.get("solution") and match:
             found[meta["grade_id"]] = match.groups()
     return found
-
-
-OWN_EXPLANATION = "My own explanation of this part, in my words."
-
-
-def own_work(code: str) -> str:
-    """The key's code as a student who computed the same thing would hand it in: the same
-    statements, each followed by a note of their own, so the text is not the instructor's
-    verbatim (the intake refuses a verbatim copy of the source's solutions)."""
-    import io
-    import tokenize
-
-    lines = code.splitlines()
-    ends = sorted({tok.end[0] for tok in tokenize.generate_tokens(io.StringIO(code + "\n").readline)
-                   if tok.type == tokenize.NEWLINE})
-    for number in reversed(ends):
-        indent = re.match(r"\s*", lines[number - 1]).group(0) if number <= len(lines) else ""
-        lines.insert(number, f"{indent}# (my working)")
-    return "\n".join(lines)
-
-
-def answered(nb, source: Path) -> nbformat.NotebookNode:
-    """A released notebook answered with the key's computations, in the student's own text."""
-    solutions = {grade_meta(c)["grade_id"]: c for c in cells(source) if grade_meta(c).get("solution")}
-    for cell in nb.cells:
-        gid = grade_meta(cell).get("grade_id")
-        if grade_meta(cell).get("solution"):
-            key = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", "", solutions[gid].source, flags=re.M)
-            cell.source = own_work(key) if solutions[gid].cell_type == "code" else OWN_EXPLANATION
-    return nb
-
-
-def exchange_config(course: Path, home: Path) -> Config:
-    config = Config()
-    config.CourseDirectory.course_id = "rbtutor"
-    config.Exchange.root = str(course / "exchange")
-    config.Exchange.assignment_dir = str(home)
-    return config
-
-
-def student_exchange(action, course, home, assignment, student="alice"):
-    from nbgrader.auth import Authenticator
-    from nbgrader.coursedir import CourseDirectory
-    from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeSubmit
-
-    config = exchange_config(course, home)
-    coursedir = CourseDirectory(config=config)
-    coursedir.assignment_id, coursedir.student_id = assignment, student
-    cls = {"fetch": ExchangeFetchAssignment, "submit": ExchangeSubmit, "feedback": ExchangeFetchFeedback}[action]
-    cls(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
 
 
 def run_course(course: Path, command: str, *args: str) -> subprocess.CompletedProcess:
@@ -162,7 +112,7 @@ def graded(tmp_path_factory):
     assert returned.returncode == 0, returned.stdout + returned.stderr
     home = course.parent / "students" / "alice"
     for name in PROBLEMS:
-        student_exchange("feedback", course, home, name)
+        student_exchange("feedback", course, home, name, "alice")
     return course, home, result.stdout
 
 

@@ -24,12 +24,13 @@ from pathlib import Path
 import nbformat
 import pytest
 from postgres import postgres_server  # noqa: F401 - the fixture
-from test_assignments import ROOT, answered, exchange_config, run_course, submit_as
+from test_assignments import ROOT, answered, run_course, submit_as
 from test_late import course_with
 
 from rbtutor.course import api
 from rbtutor.course.late import DUE_LINE, parse_due_dates, read_due_dates, show_due_date
 from rbtutor.course.layout import CourseLayout
+from rbtutor.course.trial import exchange_config
 
 NAME = "problem03"
 PERCENT = 20.0

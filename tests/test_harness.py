@@ -35,7 +35,6 @@ from test_assignments import (
     ROOT,
     grade_meta,
     grade_of,
-    own_work,
     reference_strings,
     run_course,
     submit_as,
@@ -43,6 +42,7 @@ from test_assignments import (
 from test_feedback import formgrader_page
 from test_feedback_browser import browser, screenshot, visit  # noqa: F401 - browser is a fixture
 
+from rbtutor.course.trial import own_work
 from rbtutor.grading.execute import BoundedExecute
 from rbtutor.grading.outputs import CapOutput
 from rbtutor.grading.protocol import ANSWER_MIME

@@ -24,6 +24,7 @@ import sympy as sp
 from nbformat.v4 import new_code_cell
 
 from rbtutor import symbolic as sym
+from rbtutor.course.trial import exchange_config
 from rbtutor.inertia import box_inertia, check_inertia
 from rbtutor.problems import answer_key, load_data, read_yaml
 from rbtutor.problems.variants import (
@@ -39,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_assignments import (
     ROOT,
     answered,
-    exchange_config,
     grade_of,
     run_course,
 )

@@ -24,6 +24,9 @@ Verbs, in the order an instructor uses them (``[--root COURSE]`` before or after
 ``report``
     the class report, ``report/index.html`` (:mod:`rbtutor.course.class_report`), which
     ``grade`` also writes;
+``try [ASSIGNMENT] [--into FOLDER]``
+    the whole loop of one assignment in a folder of its own, as a pretend student and
+    instructor, with no hub and no system configuration (:mod:`rbtutor.course.trial`);
 ``config [--json]``
     every grading option with its value, default, unit and description, and what the
     course's ``nbgrader_config.py`` sets (:mod:`rbtutor.course.options`).
@@ -53,6 +56,7 @@ EXAMPLES = {
     "export": "export --to canvas --roster roster.csv --out grades-canvas.csv",
     "report": "report",
     "config": "config --json",
+    "try": "try problem03 --into rbtutor-try",
 }
 
 
@@ -94,6 +98,10 @@ def _parser(prog: str = "python -m rbtutor.course") -> argparse.ArgumentParser:
                         "sis_login_id,section")
     export.add_argument("--out", required=True, help="the file to write")
     verb("report", _report, "the class report, report/index.html")
+    trial = verb("try", _try, "the whole loop of one assignment, as a pretend student and instructor")
+    trial.add_argument("assignment", nargs="?", default="problem03", help="the assignment (default: problem03)")
+    trial.add_argument("--into", default=None, metavar="FOLDER",
+                       help="an empty or new folder for the trial course and student (default: ./rbtutor-try)")
     config = verb("config", _config, "every grading option: value, default, unit, description")
     config.add_argument("--json", action="store_true", help="JSON for machines instead of the table")
     # --root is accepted after the command too (python -m rbtutor.course grade --root DIR)
@@ -158,6 +166,13 @@ def _collect(layout: CourseLayout, args, parser) -> int:
     from .grade import collect
 
     return collect(layout, args.assignment, tuple(args.clear_planted))
+
+
+def _try(layout: CourseLayout, args, parser) -> int:
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
+    from .trial import run_try
+
+    return run_try(layout, args.assignment, args.into)
 
 
 def _similarity(layout: CourseLayout, args, parser) -> int:
