@@ -28,6 +28,7 @@ from .kinematics import (
     point_acceleration,
     rotation_matrix,
     skew,
+    specific_force,
 )
 from .rigid_body import RigidBody, shift_load, shift_velocity
 from .simulation import SimulationResult, simulate
@@ -58,6 +59,7 @@ __all__ = [
     "sign_change_times",
     "simulate",
     "skew",
+    "specific_force",
     "spin_stability",
     "symbolic",
 ]

@@ -18,6 +18,9 @@ import numpy as np
 
 from ._checks import as_array, as_scalar
 
+#: standard gravity, m/s^2, the value the course's problems use
+STANDARD_GRAVITY = 9.81
+
 #: ``euler_rate_matrix`` refuses attitudes with ``|cos(theta)|`` below this.
 GIMBAL_LOCK_TOLERANCE = 1e-3
 
@@ -194,3 +197,35 @@ def point_acceleration(r_p, nu, nu_dot) -> np.ndarray:
     nu_dot = as_array("nu_dot", nu_dot, (6,))
     v, w = nu[:3], nu[3:]
     return nu_dot[:3] + np.cross(w, v) + np.cross(nu_dot[3:], r_p) + np.cross(w, np.cross(w, r_p))
+
+
+def specific_force(r_p, nu, nu_dot, attitude, g: float = STANDARD_GRAVITY) -> np.ndarray:
+    """What an accelerometer at the body point P reads: the specific force, BCS components (eq-specific-force).
+
+    An accelerometer cannot tell gravity from acceleration: it senses ``f_P = a_P - g_b``, the
+    acceleration of its point (:func:`point_acceleration`) less gravity, with gravity
+    ``[0, 0, -g]`` in the GCS (z up) turned into body components, ``g_b = R^T [0, 0, -g]``. A
+    sensor at rest on a level hull reads ``[0, 0, +g]``.
+
+    Parameters
+    ----------
+    r_p : array_like, shape (3,), m
+        Position of P from O in the BCS.
+    nu, nu_dot : array_like, shape (6,)
+        ``[u, v, w, p, q, r]`` and its time derivative.
+    attitude : array_like, shape (3,), rad
+        Euler angles ``[phi, theta, psi]`` of the hull.
+    g : float, m/s^2
+
+    Returns
+    -------
+    ndarray, shape (3,), m/s^2
+
+    Examples
+    --------
+    >>> specific_force([0.0, 0.0, 0.0], [0.0] * 6, [0.0] * 6, [0.0, 0.0, 0.0])
+    array([0.  , 0.  , 9.81])
+    """
+    phi, theta, psi = as_array("attitude", attitude, (3,))
+    gravity_body = rotation_matrix(phi, theta, psi).T @ np.array([0.0, 0.0, -as_scalar("g", g)])
+    return point_acceleration(r_p, nu, nu_dot) - gravity_body

@@ -176,3 +176,37 @@ def test_torque_free_conserves_energy_and_momentum():
     flips = rbtutor.sign_change_times(inertia, [1e-3, 1.2, 1e-3], 40.0)
     assert np.all(np.diff(np.sign(np.interp(np.r_[flips - 0.01, flips + 0.01], result.t, w[:, 1]))
                           .reshape(2, -1), axis=0) != 0)
+
+
+# --------------------------------------------------------------------------- what an accelerometer reads
+
+angles = st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=3)
+
+
+@given(angles)
+@settings(max_examples=50, deadline=None)
+def test_a_sensor_at_rest_reads_g_upwards_in_the_hull_s_axes(attitude):
+    """At rest an accelerometer reads +g along the inertial vertical, whatever the attitude."""
+    f = rbtutor.specific_force([3.0, -1.0, 2.0], np.zeros(6), np.zeros(6), attitude)
+    up_in_body = rbtutor.rotation_matrix(*attitude).T @ [0.0, 0.0, 1.0]
+    np.testing.assert_allclose(f, 9.81 * up_in_body, atol=1e-12)
+
+
+def test_a_heeled_sensor_at_rest_and_a_sensor_in_free_fall():
+    phi = 0.3  # heeled to starboard: part of g shows on the sway channel
+    f = rbtutor.specific_force(np.zeros(3), np.zeros(6), np.zeros(6), [phi, 0.0, 0.0])
+    np.testing.assert_allclose(f, [0.0, 9.81 * np.sin(phi), 9.81 * np.cos(phi)], atol=1e-12)
+    attitude = [0.2, -0.1, 1.0]  # falling freely without rotation: nothing is sensed
+    falling = rbtutor.rotation_matrix(*attitude).T @ [0.0, 0.0, -9.81]
+    f = rbtutor.specific_force([5.0, 1.0, 2.0], np.zeros(6), np.r_[falling, 0, 0, 0], attitude)
+    np.testing.assert_allclose(f, np.zeros(3), atol=1e-12)
+
+
+def test_the_specific_force_is_the_point_s_acceleration_less_gravity():
+    rng = np.random.default_rng(7)
+    point, nu, nu_dot, attitude = rng.normal(size=3), rng.normal(size=6), rng.normal(size=6), rng.normal(size=3)
+    gravity_body = rbtutor.rotation_matrix(*attitude).T @ [0.0, 0.0, -9.81]
+    np.testing.assert_allclose(rbtutor.specific_force(point, nu, nu_dot, attitude),
+                               rbtutor.point_acceleration(point, nu, nu_dot) - gravity_body, atol=1e-12)
+    with pytest.raises(ValueError, match="attitude"):
+        rbtutor.specific_force(point, nu, nu_dot, [0.0, 0.0])
