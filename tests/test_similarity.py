@@ -22,16 +22,30 @@ most one of the three choices. The formula itself is arranged in one of five way
 write the physics differently. Each also has their own variable names, comments and blank lines. The
 copier takes one honest student's answer, renames every variable, changes the numbers
 (``2.0`` for ``2``), the strings, the layout and the comments: the same code under
-other names and numbers.
+other names and numbers. Some honest students also work in cells of their own (part of
+the answer in a cell before the solution cell, or a ``print`` after it), since every
+code cell is compared.
+
+The mechanical edits (``EDITS``) are what a copier does to hide a copy without
+understanding it: renaming, every name and call in redundant parentheses, a statement
+that does nothing after every statement, independent statements swapped, other comments
+and strings, numbers written another way, and the copy moved into cells of one's own.
+Each is checked to compute the same answer as the original, and a copy under each (and
+under all at once) must score with its source exactly as a verbatim copy does.
 """
 
 from __future__ import annotations
 
+import ast
 import csv
+import io
+import itertools
 import json
 import os
 import subprocess
 import sys
+import tokenize
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -39,7 +53,18 @@ import pytest
 
 from rbtutor.course.cli import main
 from rbtutor.course.layout import CourseLayout
-from rbtutor.course.similarity import TABLE_PAIRS, THRESHOLD, normalise, rank_pairs, read_sources, read_submissions
+from rbtutor.course.similarity import (
+    RELEASE_STUB,
+    TABLE_PAIRS,
+    THRESHOLD,
+    Cell,
+    normalise,
+    normalise_cells,
+    rank_pairs,
+    read_given,
+    read_sources,
+    read_submissions,
+)
 
 ASSIGNMENT = "problem03"
 GRADE_ID = "p3_worst_heel"
@@ -171,11 +196,188 @@ worst_heel = math.degrees( results[ pos ] )
 '''
 
 
+# --------------------------------------------------------------------------- mechanical edits
+#
+# Each edit below changes how an answer is written and never what it computes
+# (test_each_edit_keeps_what_the_answer_computes runs them all): the kinds of edit a
+# copier makes to hide a copy without understanding it.
+
+KEPT = {"worst_heel", "worst_speed"}  # the names the given code reads: a copy must keep them
+
+
+def _offsets(code: str) -> list[int]:
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
+def _at(code: str, line: int, column: int) -> int:
+    assert code.isascii(), "the answers are ASCII, so syntax-tree columns are characters"
+    return _offsets(code)[line - 1] + column
+
+
+def _insert(code: str, insertions: list[tuple[int, int, str]]) -> str:
+    """``code`` with each ``(offset, order, text)`` inserted; at one offset, lower ``order`` first."""
+    out, at = [], 0
+    for offset, _, text in sorted(insertions):
+        out.append(code[at:offset])
+        out.append(text)
+        at = offset
+    out.append(code[at:])
+    return "".join(out)
+
+
+def _edit_tokens(code: str, change) -> str:
+    """``code`` with each token ``t`` replaced by ``change(t, previous_token)`` (None: kept)."""
+    lines = code.splitlines(keepends=True)
+    edits, previous = [], None
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        new = change(tok, previous)
+        if new is not None:
+            assert tok.start[0] == tok.end[0], "the answers have no token over several lines"
+            edits.append((tok.start, tok.end, new))
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            previous = tok
+    for (row, start), (_, end), new in reversed(edits):
+        lines[row - 1] = lines[row - 1][:start] + new + lines[row - 1][end:]
+    return "".join(lines)
+
+
+def renamed(answer: str) -> str:
+    """Every name the answer binds (variables, functions, parameters) under another name."""
+    bound = set()
+    for node in ast.walk(ast.parse(answer)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.arg)):
+            bound.add(getattr(node, "name", None) or node.arg)
+    new = {name: f"my_{index}_{name[::-1]}" for index, name in enumerate(sorted(bound - KEPT))}
+    return _edit_tokens(answer, lambda tok, prev: new.get(tok.string) if tok.type == tokenize.NAME
+                        and (prev is None or prev.string != ".") else None)
+
+
+def parenthesised(answer: str) -> str:
+    """Every name, call, arithmetic and subscript that is read written in parentheses: ``(x)``."""
+    insertions = []
+    for node in ast.walk(ast.parse(answer)):
+        read = not isinstance(getattr(node, "ctx", None), ast.Store)
+        if isinstance(node, ast.Name) or (isinstance(node, (ast.Call, ast.BinOp, ast.Subscript)) and read):
+            insertions.append((_at(answer, node.lineno, node.col_offset), 1, "("))
+            insertions.append((_at(answer, node.end_lineno, node.end_col_offset), 0, ")"))
+    return _insert(answer, insertions)
+
+
+def with_junk(answer: str) -> str:
+    """A statement that does nothing after every simple statement, at the same indentation."""
+    simple = [s for s in ast.walk(ast.parse(answer)) if isinstance(s, ast.stmt) and not hasattr(s, "body")]
+    insertions = []
+    for index, stmt in enumerate(sorted(simple, key=lambda s: (s.lineno, s.col_offset))):
+        targets = [t.id for t in getattr(stmt, "targets", []) if isinstance(t, ast.Name)]
+        junk = ["pass", "0", f"{targets[0]} = {targets[0]}" if targets else "...", '"""Nothing to see."""',
+                f"unused_{index} = {index}", "(None)"][index % 6]
+        line_end = _offsets(answer)[stmt.end_lineno]
+        insertions.append((line_end, 0, " " * stmt.col_offset + junk + "\n"))
+    return _insert(answer, insertions)
+
+
+def restrung(answer: str) -> str:
+    """Other comments and other string literals (the same literal always becomes the same new one)."""
+    def change(tok, _):
+        if tok.type == tokenize.COMMENT:
+            return "# " + tok.string[::-1].strip("# ")
+        if tok.type == tokenize.STRING:
+            return repr(f"{ast.literal_eval(tok.string)} (my words)")
+        return None
+    return "# all my own work\n" + _edit_tokens(answer, change)
+
+
+def renumbered(answer: str) -> str:
+    """Every number written another way with the same value (``0x2`` for ``2``, ``2.`` for ``2.0``)."""
+    def change(tok, _):
+        if tok.type != tokenize.NUMBER:
+            return None
+        if "." not in tok.string:
+            return hex(int(tok.string))
+        return tok.string[:-1] if tok.string.endswith(".0") else tok.string + "0"
+    return _edit_tokens(answer, change)
+
+
+def _top_statements(answer: str) -> list[str]:
+    """The answer's top-level statements as text, each with the comments and blank lines before it."""
+    tree = ast.parse(answer)
+    lines = answer.splitlines(keepends=True)
+    cuts = [0] + [stmt.end_lineno for stmt in tree.body[:-1]] + [len(lines)]
+    return ["".join(lines[a:b]) for a, b in itertools.pairwise(cuts)]
+
+
+def final_state(code: str) -> dict | None:
+    """What running the data cell and ``code`` leaves behind (values by name), or None if it fails."""
+    space: dict = {}
+    try:
+        exec(DATA_CELL + code, space)  # the test's own answers, never a student's
+    except Exception:  # noqa: BLE001 - any error: this order of statements breaks the answer
+        return None
+    return {name: repr(value) for name, value in space.items()
+            if not name.startswith("__") and not callable(value) and not hasattr(value, "__file__")}
+
+
+def reordered(answer: str) -> str:
+    """Neighbouring top-level statements swapped wherever running the answer leaves the same values."""
+    statements, expected = _top_statements(answer), final_state(answer)
+    index = 0
+    while index + 1 < len(statements):
+        trial = statements[:index] + [statements[index + 1], statements[index]] + statements[index + 2:]
+        if final_state("".join(trial)) == expected:
+            statements, index = trial, index + 2
+        else:
+            index += 1
+    return "".join(statements)
+
+
+def everything(answer: str) -> str:
+    """All the edits above, one after another."""
+    return parenthesised(renumbered(restrung(renamed(with_junk(reordered(answer))))))
+
+
+EDITS = {"renamed": renamed, "parenthesised": parenthesised, "with_junk": with_junk, "reordered": reordered,
+         "restrung": restrung, "renumbered": renumbered, "everything": everything}
+
+
+def given_code() -> str:
+    """The code every student was given, as :func:`read_sources` reads it from the source notebook."""
+    return "\n".join([DATA_CELL, solution_cell(RELEASE_STUB + "\n")])  # the region's last line break stays
+
+
+def cells_of(answer: str) -> list[Cell]:
+    """A student's code cells: the given data cell, and the solution cell holding ``answer``."""
+    return [Cell(DATA_CELL, False), Cell(solution_cell(answer), True)]
+
+
+def moved_to_own_cells(answer: str) -> list[Cell]:
+    """The answer moved out of the solution cell (left with nbgrader's stub) into two cells of one's own."""
+    statements = _top_statements(answer)
+    half = len(statements) // 2
+    return [Cell(DATA_CELL, False), Cell(solution_cell(RELEASE_STUB), True),
+            Cell("".join(statements[:half]), False), Cell("".join(statements[half:]), False)]
+
+
 def solution_cell(answer: str) -> str:
     return GIVEN_BEFORE + answer + GIVEN_AFTER
 
 
-def notebook(answer: str, *, source: bool = False) -> nbformat.NotebookNode:
+@dataclass
+class Written:
+    """Where a student wrote their code: the solution cell, and cells of their own before and after it."""
+
+    answer: str
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+
+def notebook(answer: str | Written, *, source: bool = False) -> nbformat.NotebookNode:
+    written = answer if isinstance(answer, Written) else Written(answer)
+    answer = written.answer
     nb = nbformat.v4.new_notebook()
     data = nbformat.v4.new_code_cell(DATA_CELL, metadata={"nbgrader": {
         "grade": False, "solution": False, "locked": True, "grade_id": "p3_data", "schema_version": 3}})
@@ -185,11 +387,12 @@ def notebook(answer: str, *, source: bool = False) -> nbformat.NotebookNode:
     words = nbformat.v4.new_markdown_cell("Which way does it heel?", metadata={"nbgrader": {
         "grade": True, "solution": True, "locked": False, "grade_id": "p3_words", "points": 1,
         "schema_version": 3}})
-    nb.cells = [data, answer_cell, words]
+    own = [nbformat.v4.new_code_cell(code) for code in (*written.before, *written.after)]
+    nb.cells = [data, *own[:len(written.before)], answer_cell, *own[len(written.before):], words]
     return nb
 
 
-def make_course(root: Path, answers: dict[str, str]) -> CourseLayout:
+def make_course(root: Path, answers: dict[str, str | Written]) -> CourseLayout:
     (root / "nbgrader_config.py").write_text("")
     (root / "exercises" / ASSIGNMENT).mkdir(parents=True)
     nbformat.write(notebook(honest_answer(0), source=True), root / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
@@ -203,11 +406,22 @@ def make_course(root: Path, answers: dict[str, str]) -> CourseLayout:
 HONEST = {f"s{n:02d}": honest_answer(n) for n in range(20)}
 
 
+def honest_notebook(n: int) -> Written:
+    """Student ``n``'s notebook: some worked part of the answer out in a cell of their own first, some print."""
+    answer = honest_answer(n)
+    if n % 4 == 3:
+        statements = _top_statements(answer)
+        return Written("".join(statements[2:]), before=("".join(statements[:2]),))
+    if n % 4 == 1:
+        return Written(answer, after=(f"print({sorted(KEPT)[n % 2]})\n",))
+    return Written(answer)
+
+
 @pytest.fixture(scope="module")
 def class_report(tmp_path_factory):
     """The course with the twenty honest students and one copier, and its report."""
     root = tmp_path_factory.mktemp("course")
-    layout = make_course(root, {**HONEST, "copier": COPY})
+    layout = make_course(root, {**{f"s{n:02d}": honest_notebook(n) for n in range(20)}, "copier": COPY})
     assert main(["similarity", ASSIGNMENT, "--root", str(root)]) == 0
     with open(root / "similarity" / f"{ASSIGNMENT}.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -269,8 +483,8 @@ def test_given_code_is_left_out(class_report):
     layout, _, _ = class_report
     solution_ids, given = read_sources(layout, ASSIGNMENT)
     assert solution_ids == {GRADE_ID}
-    code = read_submissions(layout, ASSIGNMENT, solution_ids).code
-    honest = {s: c for s, c in code.items() if s != "copier"}
+    cells = read_submissions(layout, ASSIGNMENT, solution_ids).cells
+    honest = {s: c for s, c in cells.items() if s != "copier"}
     with_given = max(p.match.score for p in rank_pairs(honest, ""))
     without_given = max(p.match.score for p in rank_pairs(honest, given))
     assert with_given > without_given
@@ -352,3 +566,148 @@ def test_source_notebook_json_is_read_not_trusted(tmp_path):
     nb = json.loads(layout.source_notebook(ASSIGNMENT).read_text())
     assert [c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]] == ["p3_data", GRADE_ID, "p3_words"]
     assert read_sources(layout, ASSIGNMENT)[0] == {GRADE_ID}
+
+
+# --------------------------------------------------------------------------- mechanical edits, found
+
+
+def test_each_edit_keeps_what_the_answer_computes():
+    """Every edit of every honest answer computes the same answer: the edits are mechanical, not rewrites."""
+    changed_order = 0
+    for student, answer in HONEST.items():
+        expected = final_state(answer)
+        assert expected is not None, student
+        for name, edit in EDITS.items():
+            edited = edit(answer)
+            state = final_state(edited)
+            assert state is not None, (student, name)
+            assert {k: state[k] for k in KEPT} == {k: expected[k] for k in KEPT}, (student, name)
+            if name == "reordered":
+                changed_order += edited != answer
+            elif name != "renumbered" or any(tok.type == tokenize.NUMBER for tok in
+                                             tokenize.generate_tokens(io.StringIO(answer).readline)):
+                assert edited != answer, (student, name)
+        moved = moved_to_own_cells(answer)
+        assert final_state("".join(cell.source for cell in moved[2:])) == expected, student
+    assert changed_order >= 15, "most answers must have statements that can be swapped"
+
+
+def test_the_given_code_helper_is_what_read_sources_reads(class_report):
+    """The tests below leave out the same given code as the report does."""
+    layout, _, _ = class_report
+    assert read_sources(layout, ASSIGNMENT)[1] == given_code()
+
+
+@pytest.mark.parametrize("edit", [*EDITS, "moved_to_own_cells"])
+def test_a_copy_under_a_mechanical_edit_scores_as_a_verbatim_copy(edit):
+    """Twenty copies, each of one honest answer under one edit: each copy scores with its source as a
+    verbatim copy does, and every other pair (copies of others included) stays below the threshold."""
+    given = given_code()
+    verbatim = {s: rank_pairs({s: cells_of(a), "twin": cells_of(a)}, given)[0].match.score for s, a in HONEST.items()}
+    assert min(verbatim.values()) >= THRESHOLD
+    copies = {f"copy_{s}": moved_to_own_cells(a) if edit == "moved_to_own_cells" else cells_of(EDITS[edit](a))
+              for s, a in HONEST.items()}
+    pairs = rank_pairs({**{s: cells_of(a) for s, a in HONEST.items()}, **copies}, given)
+    for pair in pairs:
+        a, b = pair.student_a, pair.student_b
+        source = next((x for x, y in ((a, b), (b, a)) if y == f"copy_{x}"), None)
+        if source is not None:
+            assert pair.match.score == pytest.approx(verbatim[source]), (edit, a, b)
+        else:
+            assert pair.match.score < THRESHOLD, (edit, a, b, pair.match.score)
+
+
+def test_a_cell_that_is_not_python_is_read_token_by_token():
+    """IPython magic lines are passed over; a cell that does not parse even then is still compared, by tokens."""
+    answer = HONEST["s07"]
+    assert normalise("%matplotlib inline\n!ls\n" + parenthesised(answer)).text == normalise(answer).text
+    broken = "worst_heel = = (heel)\n"
+    both = normalise_cells([answer, broken])
+    tail = both.text[len(normalise(answer).text):]
+    assert both.text.startswith(normalise(answer).text)
+    assert tail, "the cell that is not Python is compared too"
+    assert normalise_cells([answer, broken.replace("heel", "angle")]).text == both.text, "its names abstracted"
+    at = len(answer) + 1  # where the second cell starts in the joined code
+    spans = set(zip((both.starts[-len(tail):] - at).tolist(), (both.ends[-len(tail):] - at).tolist(), strict=True))
+    assert all(0 <= start < end <= len(broken) for start, end in spans)
+    assert (broken.index("heel)"), broken.index("heel)") + len("heel")) in spans, "each token traced to its place"
+
+
+@pytest.mark.parametrize("depth", [400, 20000])
+def test_code_nested_too_deeply_is_read_token_by_token(depth):
+    """A statement too deep to walk (400 terms) is compared by its tokens, the rest of its cell as usual;
+    a cell too deep to parse (20000) is compared by its tokens."""
+    deep = "x = " + "+".join(["a"] * depth) + "\n"
+    answer = normalise(HONEST["s07"]).text
+    norm = normalise_cells([deep + parenthesised(HONEST["s07"])] if depth < 1000 else [deep, HONEST["s07"]])
+    assert norm.text.endswith(answer)
+    assert norm.text.count("+") >= depth - 1
+
+
+def test_statements_that_do_nothing_are_dropped_and_others_kept():
+    """Only statements without effect go: a constant stored in a name that is read, or a call, stays."""
+    kept = ["a = 1\n", "print(a)\n", "b = f()\n", "c = [1] * 3\n", "c.append(2)\n"]
+    junk = ["pass\n", "0\n", "a = a\n", "z = 4\n", "a += 0\n", "...\n", "c[0]\n", '"""Words."""\n']
+    shape = normalise("".join(kept)).text
+    assert normalise("".join(kept) + "".join(junk)).text == shape
+    for line in kept:
+        assert normalise("".join(kept).replace(line, "")).text != shape, f"{line!r} must count"
+
+
+def test_independent_statements_are_put_in_one_order_dependent_ones_are_not():
+    """Two independent assignments compare equal in either order; a statement never moves before what it reads."""
+    assert normalise("x = f(a)\ny = g(b) + 1\n").text == normalise("y = g(b) + 1\nx = f(a)\n").text
+    assert normalise("x = f(a) + 1\ny = x\n").text != normalise("y = x\nx = f(a) + 1\n").text
+    loop = "for i in r:\n    s.append(i)\n    t.extend([i, 1])\n"
+    swapped = "for i in r:\n    t.extend([i, 1])\n    s.append(i)\n"
+    assert normalise(loop).text == normalise(swapped).text
+    assert normalise(loop).text != normalise(swapped.replace("t.", "s.")).text, "two changes of one list keep order"
+
+
+def test_given_statements_are_left_out_and_statements_of_the_same_shape_kept():
+    """A given statement, however laid out, is left out; a student's own statement of the same shape is not."""
+    given = read_given(given_code())
+    alone = normalise_cells(["print(g)\n"], given).text
+    assert normalise_cells(["g=9.810   # gravity\nprint(g)\n"], given).text == alone
+    assert normalise_cells(["g = 9.7\nprint(g)\n"], given).text != alone
+    assert normalise_cells(["speeds = [4.0, 6.0]\nprint(g)\n"], given).text != alone
+
+def test_a_built_in_name_the_student_binds_is_a_name_like_any_other():
+    """``sum`` as a variable renamed ``total`` is the same code; ``sum`` the built-in is kept."""
+    def summing(name):
+        return f"{name} = 0\nfor v in x:\n    {name} += v\nprint({name})\n"
+    assert normalise(summing("sum")).text == normalise(summing("total")).text
+    assert normalise("t = sum(x)\n").text != normalise("t = f(x)\n").text
+
+@pytest.fixture(scope="module")
+def mover_report(tmp_path_factory):
+    """A course where one copier moved a copy, re-parenthesised, into cells of their own."""
+    root = tmp_path_factory.mktemp("movers")
+    answers = {f"s{n:02d}": honest_notebook(n) for n in range(8)}
+    half = len(_top_statements(COPY)) // 2
+    moved = [parenthesised("".join(_top_statements(COPY)[:half])), "".join(_top_statements(COPY)[half:])]
+    answers["mover"] = Written(RELEASE_STUB, after=tuple(moved))
+    answers["s13"] = HONEST["s13"]
+    layout = make_course(root, answers)
+    assert main(["similarity", ASSIGNMENT, "--root", str(root)]) == 0
+    with open(root / "similarity" / f"{ASSIGNMENT}.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return layout, rows, (root / "similarity" / f"{ASSIGNMENT}.html").read_text()
+
+
+def test_a_copy_moved_out_of_the_solution_cells_is_found_and_said_so(mover_report):
+    """The copy in cells of one's own leads the report, and the CSV and page say where the shared code is."""
+    _, rows, page = mover_report
+    top = rows[0]
+    assert {top["student_a"], top["student_b"]} == {"mover", "s13"}
+    assert float(top["score"]) >= THRESHOLD
+    outside = {top["student_a"]: float(top["outside_solution_a"]), top["student_b"]: float(top["outside_solution_b"])}
+    assert outside == {"mover": 1.0, "s13": 0.0}
+    first = page.index("<section>")
+    top_pair = page[first:page.index("</section>", first)]
+    assert "100% of the code mover shares lies outside the solution cells of mover" in top_pair
+    assert "(own cell)" in top_pair
+    assert "<mark><span" in top_pair
+    assert "(HeelFn)" in top_pair
+    assert "mover: the solution cells hold no code of their own" in page
+    assert "mover: 100%" in page[:first], "the table of pairs says it too"
