@@ -5,16 +5,23 @@ check service as a managed service, configured by the same ``service_entry`` as 
 and configurable-http-proxy from hub/node_modules. Tokens of two students and the instructor are
 made through the hub's REST API, so every request below is authenticated by the hub itself.
 The course folder switches per-student variants on; checks are switched off for problem10.
+It starts with the log an older service left after a flood: 300,000 checks of student3 refused
+for the hourly limit, one line each (the store counts them once, at start-up).
 """
 
 from __future__ import annotations
 
+import asyncio
+import csv
 import http.client
+import io
 import json
 import os
+import selectors
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -41,13 +48,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PROXY = ROOT / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"
 JUPYTERHUB = Path(sys.executable).parent / "jupyterhub"
 ADMIN_TOKEN = "h11-test-admin-token-" + "0" * 20
-COURSE_DATA = 'variants: {per_student: true, salt: "test-checks"}\n'
+COURSE_DATA = 'variants: {per_student: true, salt: "test-checks-course-salt"}\n'
 CHECKS_YAML = """\
 default: {enabled: true, per_hour: 10}
 stuck_after: 3
 assignments:
   problem10: {enabled: false}
 """
+#: the part student3 flooded under the older service, and floods again in the load test
+FLOOD_ID = "p5.c.X"
+#: checks of student3 refused for the limit, one line each in the log an older service left
+OLD_REFUSED = 300_000
 
 
 def _free_port() -> int:
@@ -61,6 +72,13 @@ def _course(root: Path) -> Path:
     (root / "exercises" / "problem_data.yaml").write_text(COURSE_DATA)
     (root / "exercises" / "checks.yaml").write_text(CHECKS_YAML)
     return root
+
+
+def _old_refused_lines(student: str, answer_id: str, epoch: float, count: int) -> str:
+    """``count`` lines of checks refused for the limit, as the service before the store appended them."""
+    line = json.dumps({"time": "2026-01-01T00:00:00+00:00", "epoch": epoch, "student": student, "id": answer_id,
+                       "refused": "limit", "passed": None, "diagnosis": None}) + "\n"
+    return line * count
 
 
 def _call(url, method="GET", body: bytes | None = None, token: str | None = None, headers=None):
@@ -86,6 +104,9 @@ def hub(tmp_path_factory):
         pytest.skip(missing[0])
     root = tmp_path_factory.mktemp("checkhub")
     course = _course(root / "course")
+    (course / "checks").mkdir()
+    (course / "checks" / "attempts.jsonl").write_text(
+        _old_refused_lines("student3", FLOOD_ID, time.time() - 2 * 86400, OLD_REFUSED))
     port, hub_port, service_port, api_port = (_free_port() for _ in range(4))
     service, roles = service_entry(course, sys.executable, url=f"http://127.0.0.1:{service_port}")
     roles[1]["groups"] = ["formgrade-rbtutor", "nbgrader-rbtutor"]
@@ -101,9 +122,9 @@ c.ConfigurableHTTPProxy.pid_file = {str(root / 'proxy.pid')!r}
 c.JupyterHub.db_url = "sqlite:///{root / 'hub.sqlite'}"
 c.JupyterHub.cookie_secret_file = {str(root / 'cookie_secret')!r}
 c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allowed_users = {{"student1", "student2", "instructor", "reference"}}
+c.Authenticator.allowed_users = {{"student1", "student2", "student3", "instructor", "reference"}}
 c.JupyterHub.load_groups = {{"formgrade-rbtutor": {{"users": ["instructor"]}},
-                             "nbgrader-rbtutor": {{"users": ["student1", "student2", "reference"]}}}}
+                             "nbgrader-rbtutor": {{"users": ["student1", "student2", "student3", "reference"]}}}}
 c.JupyterHub.services = [{service!r}, {{"name": "tester", "api_token": {ADMIN_TOKEN!r}}}]
 c.JupyterHub.load_roles = {roles!r} + [{{"name": "tester", "services": ["tester"],
                                         "scopes": ["admin:users", "tokens"]}}]
@@ -128,14 +149,14 @@ c.JupyterHub.load_roles = {roles!r} + [{{"name": "tester", "services": ["tester"
             raise AssertionError("the check service did not answer:\n" + (root / "hub.log").read_text()[-3000:])
         time.sleep(0.3)
     tokens = {}
-    for user in ("student1", "student2", "instructor", "reference"):
+    for user in ("student1", "student2", "student3", "instructor", "reference"):
         status, text = _call(f"{base}/hub/api/users/{user}/tokens", "POST", token=ADMIN_TOKEN,
                              body=json.dumps({"scopes": [f"access:services!service={SERVICE_NAME}"],
                                               "note": "test_checks"}).encode())
         assert status == 201, text
         tokens[user] = json.loads(text)["token"]
     yield {"base": base, "url": service_url, "check": service_url + "api/check", "tokens": tokens,
-           "course": course, "log": root / "hub.log",
+           "course": course, "log": root / "hub.log", "port": port, "service_port": service_port,
            # the service itself, without the hub's proxy in between
            "direct": f"http://127.0.0.1:{service_port}/services/{SERVICE_NAME}/api/check"}
     process.terminate()
@@ -364,6 +385,42 @@ def test_a_body_beyond_the_drain_limit_is_refused_at_once(hub):
     assert "larger than 64 kB" in json.loads(text)["error"], (got, text[:200])
 
 
+def test_one_user_may_hold_only_a_few_requests_open(hub):
+    """A user with PER_USER_REQUESTS requests half-sent gets 429 for the next one at once (its body unread),
+    while another student's check is answered; once they are closed, the user may check again."""
+    from rbtutor.course.checks.service import PER_USER_REQUESTS
+
+    path = f"/services/{SERVICE_NAME}/api/check"
+    headers = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: token {hub['tokens']['student2']}\r\n"
+               "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n").encode()
+    held = _half_open(hub["service_port"], headers + b'{"id": ', PER_USER_REQUESTS)
+    try:
+        connection = socket.create_connection(("127.0.0.1", hub["service_port"]), timeout=30)
+        with connection:
+            connection.sendall(headers)  # and no body: the refusal must not wait for it
+            reply = b""
+            while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+                chunk = connection.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 429"), reply[:300]
+        assert b"too many checks at once" in reply, reply[:600]
+        assert b"Connection: close" in reply, "the proxy must not send another request on this connection"
+        status, answer = _check(hub, "student1", "p3.d.phi_deg", 1.0)
+        assert status == 200, answer
+    finally:
+        for connection in held:
+            connection.close()
+    value = _key("student2", 3)["p3.d.K"].value
+    deadline = time.monotonic() + 30
+    while (got := _check(hub, "student2", "p3.d.K", value))[0] != 200 and time.monotonic() < deadline:
+        # the service learns of the closed connections when it next reads them: poll, bounded
+        assert "too many checks at once" in got[1]["error"], got
+        time.sleep(0.1)
+    assert got[0] == 200, got
+
+
 def test_statistics_for_the_instructor_only(hub):
     K = _key("student1", 3)["p3.b.K"].value
     for _ in range(3):
@@ -374,10 +431,25 @@ def test_statistics_for_the_instructor_only(hub):
     assert rows["p3.b.K"].startswith("p3.b.K,"), text
     assert "sign: 1" in rows["p3.b.K"]
     assert "student1" in rows["p3.c.phi_rad"], "student1 has 3 failed checks and no pass on p3.c.phi_rad"
+    # who sent the refused checks: student2's 11th check (test_rate_limit_and_exam_switch), and
+    # student3's flood, left as 300,000 lines by the older service and counted once at start-up
+    table = {row["id"]: row for row in csv.DictReader(io.StringIO(text))}
+    assert table["p3.c.phi_deg"]["refused_from"] == "student2: 1", table["p3.c.phi_deg"]
+    assert table[FLOOD_ID]["refused"] == str(OLD_REFUSED), table[FLOOD_ID]
+    assert table[FLOOD_ID]["refused_from"] == f"student3: {OLD_REFUSED}", table[FLOOD_ID]
+    status, by_hour = _call(hub["url"] + "stats?format=refused", token=hub["tokens"]["instructor"])
+    assert status == 200, by_hour
+    flood = [row for row in csv.DictReader(io.StringIO(by_hour)) if row["id"] == FLOOD_ID]
+    assert [(row["student"], row["reason"], row["refused"]) for row in flood] == [
+        ("student3", "limit", str(OLD_REFUSED))]
+    log = hub["course"] / "checks" / "attempts.jsonl"
+    assert not any('"refused": "limit"' in line for line in log.read_text().splitlines()), \
+        "the refused checks are counted in the store, not kept as lines"
     status, page = _call(hub["url"] + "stats", token=hub["tokens"]["instructor"])
     assert status == 200
     assert "<table>" in page
     assert "p3.b.K" in page
+    assert f"student3: {OLD_REFUSED}" in page
     _assert_no_value(page, [f"{K:.6g}", repr(K)])
     status, _ = _call(hub["url"] + "stats?format=csv", token=hub["tokens"]["student1"])
     assert status == 403
@@ -467,6 +539,167 @@ def test_validate_spends_no_checks(hub, tmp_path, monkeypatch):
     assert "p2.b.a_O: not right yet. The size is right but the sign is not" in printed, printed
 
 
+def _half_open(port: int, payload: bytes, count: int) -> list[socket.socket]:
+    """``count`` connections to 127.0.0.1:``port`` that send ``payload`` (part of a request) and then nothing."""
+    held = []
+    for _ in range(count):
+        connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+        connection.sendall(payload)
+        connection.setblocking(False)
+        held.append(connection)
+    return held
+
+
+def _released(held: list[socket.socket], deadline: float) -> int:
+    """How many of ``held`` the far end answered or closed before ``deadline`` (``time.monotonic``)."""
+    selector = selectors.DefaultSelector()
+    for connection in held:
+        selector.register(connection, selectors.EVENT_READ)
+    released = 0
+    while released < len(held) and (left := deadline - time.monotonic()) > 0:
+        for key, _ in selector.select(timeout=min(left, 1.0)):
+            selector.unregister(key.fileobj)
+            released += 1
+    selector.close()
+    return released
+
+
+def _refused_from(hub, answer_id: str, student: str) -> int:
+    """The checks of ``student`` on ``answer_id`` refused so far, as the statistics page counts them."""
+    status, text = _call(hub["url"] + "stats?format=csv", token=hub["tokens"]["instructor"])
+    assert status == 200, text
+    row = {row["id"]: row for row in csv.DictReader(io.StringIO(text))}[answer_id]
+    counts = dict(part.split(": ") for part in row["refused_from"].split("; ") if part)
+    return int(counts.get(student, 0))
+
+
+class _Flood(threading.Thread):
+    """Sends one check again and again on a kept-alive connection, for ``seconds`` or ``limit`` requests."""
+
+    def __init__(self, port: int, path: str, token: str, body: bytes, seconds: float, limit: int):
+        super().__init__(daemon=True)
+        self.port, self.path, self.body = port, path, body
+        self.headers = {"Authorization": f"token {token}", "Content-Type": "application/json"}
+        self.deadline, self.limit = time.monotonic() + seconds, limit
+        self.sent = 0
+        self.hourly = 0  # refused for the hourly limit (429 saying so)
+        self.statuses: dict = {}
+
+    def run(self):
+        connection = None
+        while self.sent < self.limit and time.monotonic() < self.deadline:
+            try:
+                connection = connection or http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                connection.request("POST", self.path, body=self.body, headers=self.headers)
+                response = connection.getresponse()
+                text = response.read()
+                self.statuses[response.status] = self.statuses.get(response.status, 0) + 1
+                self.hourly += response.status == 429 and b"checks an hour" in text
+                if response.will_close:
+                    connection.close()
+                    connection = None
+            except (OSError, http.client.HTTPException):
+                # the service closes the connection of a request over the user's cap; so may the proxy
+                self.statuses["closed"] = self.statuses.get("closed", 0) + 1
+                if connection is not None:
+                    connection.close()
+                connection = None
+            self.sent += 1
+        if connection is not None:
+            connection.close()
+
+
+def test_a_flood_does_not_hold_up_another_students_check(hub):
+    """The acceptance test of the service's bounds, on loopback, bounded in time (about 40 s) and requests.
+
+    student3 has used up the limit of FLOOD_ID and, at the same time, keeps 1,000 requests half-sent
+    through the hub's proxy (headers and a piece of the body), 1,000 more connections to the service
+    itself with half a request line, and 4 connections sending refused checks as fast as they are
+    answered (at most 6,000); the instructor reloads the statistics (300,000 refused checks already
+    counted) all along. Meanwhile student1's checks are each answered within 1 s. Under the service
+    that judged and read the whole log in its event loop, each statistics page held every check up
+    for 1.7 s and more, and the half-sent requests were held for an hour.
+    Afterwards: every half-sent request was answered or closed within the body and idle timeouts,
+    and the refused checks were counted, with their sender.
+    """
+    from rbtutor.course.checks.service import BODY_TIMEOUT, IDLE_TIMEOUT
+
+    flood_seconds = 14.0  # longer than BODY_TIMEOUT, so the flood outlives the requests held open
+    for attempt in range(10):
+        status, reply = _check(hub, "student3", FLOOD_ID, 1.0e6 + attempt)
+        assert status == 200, reply
+    status, reply = _check(hub, "student3", FLOOD_ID, 1.0)
+    assert status == 429, reply
+    quiet = []
+    for attempt in range(2):
+        start = time.monotonic()
+        status, reply = _check(hub, "student1", "p6.d.X", 2.0e6 + attempt)
+        quiet.append(time.monotonic() - start)
+        assert status == 200, reply
+
+    path = f"/services/{SERVICE_NAME}/api/check"
+    token = hub["tokens"]["student3"]
+    refused_before = _refused_from(hub, FLOOD_ID, "student3")
+    half_sent = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: token {token}\r\n"
+                 "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"id\": ").encode()
+    opened = time.monotonic()
+    held_proxy = _half_open(hub["port"], half_sent, 1000)
+    held_direct = _half_open(hub["service_port"], f"POST {path} HTTP/1.1\r\nHost: 127.".encode(), 1000)
+    body = json.dumps({"id": FLOOD_ID, "value": 1.0}).encode()
+    floods = [_Flood(hub["port"], path, token, body, flood_seconds, 1500) for _ in range(4)]
+    done = threading.Event()
+    stats_seconds = []
+
+    def instructor():
+        while not done.is_set():
+            start = time.monotonic()
+            got, _ = _call(hub["url"] + "stats?format=csv", token=hub["tokens"]["instructor"])
+            stats_seconds.append((time.monotonic() - start, got))
+
+    reloading = threading.Thread(target=instructor, daemon=True)
+    try:
+        for flood in floods:
+            flood.start()
+        reloading.start()
+        honest = []
+        for n, answer_id in enumerate(["p6.d.X", "p6.d.M", "p6.c.m_z_G"] * 6):
+            if not any(flood.is_alive() for flood in floods):
+                break
+            before = sum(flood.sent for flood in floods)
+            start = time.monotonic()
+            status, reply = _check(hub, "student1", answer_id, 3.0e6 + n)
+            honest.append((round(time.monotonic() - start, 3), status, sum(flood.sent for flood in floods) - before))
+            assert status == 200, reply
+            done.wait(0.4)  # spread the checks over the flood
+    finally:
+        for flood in floods:
+            flood.join(timeout=flood_seconds + 60)
+        done.set()
+        reloading.join(timeout=60)
+    sent = sum(flood.sent for flood in floods)
+    hourly = sum(flood.hourly for flood in floods)
+    print(f"\nquiet: {quiet}\nhonest (s, status, flood requests meanwhile): {honest}\n"
+          f"flood: {sent} requests, {hourly} refused for the hour, "
+          f"{[flood.statuses for flood in floods]}\nstatistics pages: {len(stats_seconds)}, "
+          f"slowest {max((s for s, _ in stats_seconds), default=0):.3f} s")
+    assert max(seconds for seconds, _, _ in honest) < 1.0, f"a check waited for the flood: {honest}"
+    assert len(honest) >= 5, honest
+    assert sum(meanwhile for _, _, meanwhile in honest) >= len(honest), f"the flood did not run alongside: {honest}"
+    assert stats_seconds, "the instructor's page was asked for during the flood"
+    assert all(got == 200 for _, got in stats_seconds), stats_seconds
+
+    proxy_released = _released(held_proxy, opened + BODY_TIMEOUT + 15)
+    direct_released = _released(held_direct, opened + IDLE_TIMEOUT + 15)
+    for connection in held_proxy + held_direct:
+        connection.close()
+    assert proxy_released == len(held_proxy), f"{len(held_proxy) - proxy_released} half-sent requests still held"
+    assert direct_released == len(held_direct), f"{len(held_direct) - direct_released} idle connections still held"
+
+    counted = _refused_from(hub, FLOOD_ID, "student3") - refused_before
+    assert hourly <= counted <= sent, (hourly, counted, sent)
+    assert hourly > 0, "some of the flood came through to the limit once the held requests were closed"
+
+
 # --------------------------------------------------------------------------- the core, directly
 
 
@@ -516,3 +749,199 @@ def test_statistics_count_and_stuck():
     (part,) = statistics(records, stuck_after=3)
     assert (part.checks, part.passes, part.refused, part.diagnoses, part.stuck) == (4, 1, 1, {"sign": 3}, ["a"])
     assert "p3.b.K,4,1,1,sign: 3,a" in statistics_csv([part])
+
+
+def _right_body(student: str, problem: int) -> tuple[str, bytes]:
+    key = _key(student, problem)
+    answer_id = next(i for i in key if key[i].kind != "text")
+    return answer_id, json.dumps({"id": answer_id, "value": np.asarray(key[answer_id].value).tolist()}).encode()
+
+
+def test_refused_checks_are_counted_per_student_answer_and_hour_not_logged(tmp_path):
+    """A check over the limit adds to a count (student, answer id, hour) in the store; the log gets no line."""
+    from rbtutor.course.checks import CheckStore
+
+    course = _course(tmp_path / "c")
+    hour = 1.0e9 // 3600 * 3600
+    now = [hour + 3000.0]  # 10 min before the next hour begins
+    core = CheckCore(course, clock=lambda: now[0])
+    answer_id, body = _right_body("alice", 1)
+    for _ in range(10):
+        core.check("alice", body)
+    for refused_now, count in ((hour + 3000.0, 25), (hour + 3600.0 + 60, 15)):  # this hour, then the next
+        now[0] = refused_now
+        for _ in range(count):
+            with pytest.raises(CheckRefused) as refused:
+                core.check("alice", body)
+            assert refused.value.status == 429
+    assert len(core.log.records()) == 10, "only judged checks are lines of the log"
+    assert isinstance(core.store, CheckStore)
+    assert core.store.refusals_by_hour() == [("alice", answer_id, int(hour) + 3600, "limit", 15),
+                                              ("alice", answer_id, int(hour), "limit", 25)]
+    (part,) = statistics(core.store)
+    assert (part.checks, part.passes, part.refused, part.refused_from) == (10, 10, 40, {"alice": 40})
+
+
+def test_the_log_is_rotated_under_a_size_cap_and_the_limit_outlives_it(tmp_path):
+    course = _course(tmp_path / "c")
+    log = AttemptLog(course / "checks" / "attempts.jsonl", max_bytes=1500, keep=2)
+    lines = [{"time": "t", "epoch": float(n), "student": "bob", "id": "p3.b.K", "passed": False, "n": n}
+             for n in range(200)]
+    longest = max(len(json.dumps(line)) + 1 for line in lines)
+    for line in lines:
+        log.append(line)
+    files = log.files()
+    assert [f.name for f in files] == ["attempts.jsonl.2", "attempts.jsonl.1", "attempts.jsonl"]
+    assert all(f.stat().st_size < 1500 + longest for f in files)
+    kept = [r["n"] for r in log.records()]
+    assert kept == list(range(200 - len(kept), 200)), "the newest lines are kept, in order"
+    assert len(kept) < 200
+
+    now = [1.0e9]
+    core = CheckCore(course, clock=lambda: now[0])
+    core.log = AttemptLog(core.log.path, max_bytes=300, keep=1)  # every judged check rotates
+    _, body = _right_body("alice", 3)
+    for _ in range(10):
+        core.check("alice", body)
+    again = CheckCore(course, clock=lambda: now[0])
+    with pytest.raises(CheckRefused) as refused:
+        again.check("alice", body)
+    assert refused.value.status == 429, "the limit is counted in the store, whatever the log kept"
+
+
+def test_an_older_log_is_carried_into_the_store_once(tmp_path):
+    """A course whose log an older service wrote: the limit, the tallies and the refusals carry over."""
+    course = _course(tmp_path / "c")
+    now = 1.0e9
+    answer_id, body = _right_body("alice", 3)
+    judged = [{"time": "t", "epoch": now - 600 + n, "student": "alice", "id": answer_id, "refused": None,
+               "passed": False, "diagnosis": "sign", "value": 1.0} for n in range(10)]
+    judged.append({"time": "t", "epoch": now - 7200, "student": "bob", "id": answer_id, "refused": None,
+                   "passed": True, "diagnosis": None, "value": 1.0})
+    (course / "checks").mkdir()
+    (course / "checks" / "attempts.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in judged) + _old_refused_lines("mallory", answer_id, now - 60, 500))
+    core = CheckCore(course, clock=lambda: now)
+    with pytest.raises(CheckRefused) as refused:
+        core.check("alice", body)
+    assert refused.value.status == 429, "alice's 10 checks of the last hour still count"
+    assert core.check("bob", _right_body("bob", 3)[1])["passed"], "bob's check of 2 hours ago does not"
+    (part,) = [p for p in statistics(core.store) if p.answer_id == answer_id]
+    assert (part.checks, part.passes, part.stuck) == (12, 2, ["alice"])
+    assert part.refused_from == {"mallory": 500, "alice": 1}
+    assert [r["student"] for r in core.log.records()] == ["alice"] * 10 + ["bob", "bob"]
+    CheckCore(course, clock=lambda: now)  # a restart does not count the old lines twice
+    (part,) = [p for p in statistics(CheckCore(course, clock=lambda: now).store) if p.answer_id == answer_id]
+    assert part.refused_from == {"mallory": 500, "alice": 1}
+
+
+def test_judging_never_holds_up_another_check(tmp_path):
+    """A check whose judging does not end does not keep another student's check (or a refusal) from its reply.
+
+    The judge runs in the pool's workers (threads here, processes in the service); the event loop only
+    keeps the books. A judge that fails gives the check back; a worker that died is replaced (503).
+    """
+    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from rbtutor.course.checks import Judge
+    from rbtutor.course.checks.pool import JudgePool
+
+    course = _course(tmp_path / "c")
+    core = CheckCore(course)
+    judge = Judge(course)
+    judge.warm()
+    entered, release = threading.Event(), threading.Event()
+
+    def verdict(student, answer_id, value):
+        if student == "slow":
+            entered.set()
+            assert release.wait(60), "the test never released the slow judge"
+        return judge.verdict(student, answer_id, value)
+
+    def kinds(problem):
+        return judge.data_stamp(), judge.answer_kinds(problem)
+
+    executor = ThreadPoolExecutor(2)
+    pool = JudgePool(core, lambda: executor, verdict=verdict, kinds=kinds)
+    _, slow_body = _right_body("slow", 3)
+    _, quick_body = _right_body("quick", 3)
+
+    async def scenario():
+        slow = asyncio.ensure_future(pool.check("slow", slow_body))
+        assert await asyncio.get_running_loop().run_in_executor(None, entered.wait, 30), "the slow check is judged"
+        quick = await asyncio.wait_for(pool.check("quick", quick_body), timeout=30)
+        assert not slow.done(), "the slow check is still being judged"
+        release.set()
+        return quick, await asyncio.wait_for(slow, timeout=30)
+
+    quick, slow = asyncio.run(scenario())
+    executor.shutdown()
+    assert quick["passed"], quick
+    assert slow["passed"], slow
+
+    class Broken:
+        def submit(self, *args):
+            future = Future()
+            future.set_exception(BrokenProcessPool("a worker died"))
+            return future
+
+        def shutdown(self, **_):
+            pass
+
+    made = []
+    broken_pool = JudgePool(core, lambda: made.append(1) or Broken(), kinds=kinds)
+    core.answer_kinds(3)
+    left = len(core.store.recent("quick", _right_body("quick", 3)[0], time.time()))
+    with pytest.raises(CheckRefused) as refused:
+        asyncio.run(broken_pool.check("quick", quick_body))
+    assert refused.value.status == 503, refused.value.message
+    assert len(made) == 2, "the broken pool is replaced"
+    assert len(core.store.recent("quick", _right_body("quick", 3)[0], time.time())) == left, "the check is given back"
+
+
+def test_the_server_closes_the_longest_waiting_connection_to_make_room():
+    """BoundedHTTPServer with room for 4: 4 idle connections do not keep a fifth, complete request out."""
+    from tornado import web
+
+    from rbtutor.course.checks.service import BoundedHTTPServer
+
+    class Hello(web.RequestHandler):
+        def get(self):
+            self.finish("hello")
+
+    port = _free_port()
+    ready = threading.Event()
+    box = {}
+
+    def serve():
+        async def run():
+            server = BoundedHTTPServer(web.Application([("/", Hello)]), max_connections=4,
+                                       idle_connection_timeout=60, body_timeout=60)
+            server.listen(port, "127.0.0.1")
+            box["stop"] = asyncio.Event()
+            box["loop"] = asyncio.get_running_loop()
+            box["server"] = server
+            ready.set()
+            await box["stop"].wait()
+            server.stop()
+        asyncio.run(run())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    idle = _half_open(port, b"", 4)
+    deadline = time.monotonic() + 30
+    while len(box["server"]._connections) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)  # polls the server's own count: the 4 connections must be accepted first
+    try:
+        status, text = _call(f"http://127.0.0.1:{port}/")
+        assert (status, text) == (200, "hello")
+        assert _released(idle[:1], time.monotonic() + 10) == 1, "the oldest idle connection made room"
+        assert _released(idle[1:], time.monotonic() + 0.5) == 0, "the others are left alone"
+        assert box["server"].closed_for_room >= 1
+    finally:
+        for connection in idle:
+            connection.close()
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(timeout=30)

@@ -3,15 +3,20 @@
 The package, in the order a request meets it:
 
 1. :mod:`.core`: the settings of ``exercises/checks.yaml``, the request body parsed,
-   the limit of checks an hour, the attempt log ``checks/attempts.jsonl``, the verdict of
-   :func:`rbtutor.grading.judge.judge` against the student's own key, and the guard that
-   refuses a reply quoting the reference value. No web server: :class:`CheckCore` is
-   what tests and the oracle drive directly.
-2. :mod:`.service`: the tornado application the hub starts (``python -m
+   the limit of checks an hour, the attempt log ``checks/attempts.jsonl`` (judged checks,
+   rotated under a size cap), the verdict of :func:`rbtutor.grading.judge.judge` against
+   the student's own key (:class:`Judge`), and the guard that refuses a reply quoting the
+   reference value. No web server: :class:`CheckCore` is what tests and the oracle drive
+   directly.
+2. :mod:`.store`: the counts in ``checks/summary.sqlite``: the limit window, the tallies,
+   the refused checks per student, answer id and hour.
+3. :mod:`.pool`: the worker processes that judge, so that the event loop never does.
+4. :mod:`.service`: the tornado application the hub starts (``python -m
    rbtutor.course.checks``, see :mod:`.__main__`), its hub entry
-   (:func:`service_entry`), the hub's authentication and the HTTP statuses of refusals.
-3. :mod:`.stats`: per answer id, the checks, passes, diagnoses and stuck students read
-   from the log, as the instructors' HTML page or CSV.
+   (:func:`service_entry`), the hub's authentication, the HTTP statuses of refusals, and
+   the bounds on connections (timeouts, caps per user and in all).
+5. :mod:`.stats`: per answer id, the checks, passes, refusals and who sent them,
+   diagnoses and stuck students, read from the store, as the instructors' HTML page or CSV.
 
 Every name below was importable from ``rbtutor.course.checks`` before the package was
 split, and still is; those of :mod:`.service` are loaded on first use, so importing the
@@ -24,21 +29,26 @@ from .core import (
     INSTRUCTOR_GROUP,
     KEY_CACHE,
     LOG_FILE,
+    LOG_KEEP,
+    LOG_MAX_BYTES,
     MAX_BODY,
     SERVICE_NAME,
     SETTINGS_FILE,
+    STORE_FILE,
     STUCK_AFTER,
     WINDOW,
     AttemptLog,
     CheckCore,
     CheckRefused,
+    Judge,
     assignment_of,
     parse_request,
     printed_forms,
     read_settings,
     reveals,
 )
-from .stats import PartStats, statistics, statistics_csv, statistics_html
+from .stats import PartStats, refused_csv, statistics, statistics_csv, statistics_html
+from .store import CheckStore
 
 # the names of .service, imported on first use by __getattr__ below
 _LAZY_NAMES = ("main", "make_app", "service_entry")
@@ -49,14 +59,19 @@ __all__ = [
     "INSTRUCTOR_GROUP",
     "KEY_CACHE",
     "LOG_FILE",
+    "LOG_KEEP",
+    "LOG_MAX_BYTES",
     "MAX_BODY",
     "SERVICE_NAME",
     "SETTINGS_FILE",
+    "STORE_FILE",
     "STUCK_AFTER",
     "WINDOW",
     "AttemptLog",
     "CheckCore",
     "CheckRefused",
+    "CheckStore",
+    "Judge",
     "PartStats",
     "assignment_of",
     "main",
@@ -64,6 +79,7 @@ __all__ = [
     "parse_request",
     "printed_forms",
     "read_settings",
+    "refused_csv",
     "reveals",
     "service_entry",
     "statistics",

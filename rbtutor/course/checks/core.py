@@ -1,22 +1,28 @@
 """Step: instant checks, the judging core. One answer of one student judged, without a web server.
 
 Everything here is plain Python (no tornado, no JupyterHub): :mod:`.service` wraps it in
-the hub service, :mod:`.stats` reads the log it writes.
+the hub service, :mod:`.pool` runs its :class:`Judge` in worker processes, :mod:`.stats`
+reads the counts it keeps in :mod:`.store`.
 
 * Settings: limits and the exam switch come from ``exercises/checks.yaml`` in the course
   folder (:func:`read_settings`): by default 10 checks an hour per student and answer id,
   so that the value cannot be found by bisection.
 * Request parsing (:func:`parse_request`): the body ``{"id": "p3.b.K", "value": ...}``,
   or :class:`CheckRefused` with the HTTP status and the reason.
-* The attempt log (:class:`AttemptLog`): every attempt, refused ones included, is
-  appended to ``checks/attempts.jsonl`` in the course folder (time, student, id, passed,
-  diagnosis, and the submitted value for the instructor); the counts for the limit are
-  rebuilt from that file when the service starts, so a restart does not reset them.
-* Judging (:meth:`CheckCore.check`): the value is judged by
+* The limit and the counts (:class:`.store.CheckStore`, ``checks/summary.sqlite``): the
+  judged checks inside the window, per student and answer id, so a restart does not reset
+  the limit; tallies for the statistics; checks refused for the limit or the exam switch,
+  counted per student, answer id and hour (a flood adds to a count, not to a file).
+* The attempt log (:class:`AttemptLog`): every judged check is appended to
+  ``checks/attempts.jsonl`` (time, student, id, passed, diagnosis, and the value sent,
+  for the instructor), rotated at :data:`LOG_MAX_BYTES` with :data:`LOG_KEEP` old files.
+* Judging (:meth:`Judge.verdict`): the value is judged by
   :func:`rbtutor.grading.judge.judge` against that student's own key
   (:func:`rbtutor.problems.variants.student_key` when the course data switches variants
   on, the course key otherwise). The reply is ``{"passed", "message", "diagnosis",
-  "checks_left"}``.
+  "checks_left"}``. :meth:`CheckCore.check` does every step in one process; the service
+  splits them (:meth:`CheckCore.admit` and :meth:`CheckCore.settle` in its main process,
+  :meth:`Judge.verdict` in a worker).
 * No value in a reply (:func:`printed_forms`, :func:`reveals`): before a reply is sent,
   the message is searched for the reference value in the formats the key is printed in,
   and the request is refused (HTTP 500) if it is found. A reply never says how far off
@@ -29,10 +35,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 import threading
 import time
-from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,6 +49,7 @@ from ...grading.config import GRADING
 from ...grading.student_ids import id_problem
 from ...problems import read_yaml
 from ...problems.variants import load_course_data, per_student, problem_of, student_key
+from .store import REFUSED_REASONS, CheckStore
 
 SERVICE_NAME = "rbtutor-check"
 #: requests with a longer body are refused (413)
@@ -56,6 +64,12 @@ STUCK_AFTER = GRADING.check_stuck_after
 KEY_CACHE = GRADING.check_key_cache
 SETTINGS_FILE = Path("exercises") / "checks.yaml"
 LOG_FILE = Path("checks") / "attempts.jsonl"
+#: the aggregated store: the limit window, the tallies, the refused checks (see :mod:`.store`)
+STORE_FILE = Path("checks") / "summary.sqlite"
+#: the attempt log is rotated when it reaches this size ...
+LOG_MAX_BYTES = 8 * 1024 * 1024
+#: ... keeping this many older files (attempts.jsonl.1 ...), so at most about 32 MiB in all
+LOG_KEEP = 3
 INSTRUCTOR_GROUP = "formgrade-rbtutor"
 _MAX_DEPTH = 4
 
@@ -67,6 +81,10 @@ class CheckRefused(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+    def __reduce__(self):
+        # so that a refusal raised in a worker process arrives whole in the service
+        return (CheckRefused, (self.status, self.message))
 
 
 # --------------------------------------------------------------------------- settings
@@ -191,45 +209,80 @@ def _form_patterns(entries: tuple) -> list:
 
 
 class AttemptLog:
-    """Attempts as JSON lines in ``path``; the recent ones per (student, id) kept in memory for the limit."""
+    """Judged attempts as JSON lines in ``path``, for the instructor; rotated so that it stays under a size cap.
 
-    def __init__(self, path: Path):
+    When the file passes ``max_bytes`` it becomes ``attempts.jsonl.1`` (the older ones move
+    up to ``.2`` ... ``.<keep>``, the oldest is deleted), so the log with its rotations never
+    holds much more than ``(keep + 1) * max_bytes``. The limit and the statistics are not
+    read from here (see :mod:`.store`), so a rotation loses neither.
+    """
+
+    def __init__(self, path: Path, max_bytes: int = LOG_MAX_BYTES, keep: int = LOG_KEEP):
+        if max_bytes < 1 or keep < 0:
+            raise ValueError(f"expected max_bytes >= 1 and keep >= 0, got {max_bytes} and {keep}")
         self.path = Path(path)
+        self.max_bytes = int(max_bytes)
+        self.keep = int(keep)
         self._lock = threading.Lock()
-        self._recent: dict[tuple[str, str], list[float]] = defaultdict(list)
-        for record in self.records():
-            if record.get("refused") is None:
-                self._recent[(record["student"], record["id"])].append(float(record["epoch"]))
+
+    def files(self) -> list[Path]:
+        """The log's files that exist, oldest first (the rotations, then the current file)."""
+        rotated = [self.path.with_name(f"{self.path.name}.{n}") for n in range(self.keep, 0, -1)]
+        return [path for path in [*rotated, self.path] if path.exists()]
+
+    def iter_records(self, files: list[Path] | None = None):
+        """Every logged attempt, oldest first (a damaged line is skipped), one at a time."""
+        for path in self.files() if files is None else files:
+            with path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(record, dict) and {"student", "id", "epoch"} <= set(record):
+                        yield record
 
     def records(self) -> list[dict]:
-        """Every logged attempt, oldest first (a damaged line is skipped)."""
-        if not self.path.exists():
-            return []
-        out = []
-        with self.path.open(encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict) and {"student", "id", "epoch"} <= set(record):
-                    out.append(record)
-        return out
+        """Every logged attempt still kept, oldest first."""
+        return list(self.iter_records())
 
-    def recent(self, student: str, answer_id: str, now: float) -> list[float]:
-        """Times of the counted attempts of ``student`` on ``answer_id`` within the last hour."""
-        with self._lock:
-            times = [t for t in self._recent[(student, answer_id)] if now - t < WINDOW]
-            self._recent[(student, answer_id)] = times
-            return list(times)
-
-    def append(self, record: dict, counted: bool) -> None:
+    def append(self, record: dict) -> None:
+        line = json.dumps(record) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
-            if counted:
-                self._recent[(record["student"], record["id"])].append(float(record["epoch"]))
+                handle.write(line)
+                size = handle.tell()
+            if size >= self.max_bytes:
+                self._rotate()
+
+    def _rotate(self) -> None:
+        if self.keep == 0:
+            self.path.unlink()
+            return
+        for n in range(self.keep - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{n}")
+            if older.exists():
+                older.replace(self.path.with_name(f"{self.path.name}.{n + 1}"))
+        self.path.replace(self.path.with_name(f"{self.path.name}.1"))
+
+    def drop_refused(self) -> None:
+        """Rewrite the current file without the refused-check lines an older service appended (see :mod:`.store`)."""
+        if not self.path.exists():
+            return
+        with self._lock:
+            partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")
+            with self.path.open(encoding="utf-8") as source, partial.open("w", encoding="utf-8") as target:
+                for line in source:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(record, dict) and record.get("refused") not in REFUSED_REASONS:
+                        target.write(line)
+            partial.replace(self.path)
+            if self.path.stat().st_size >= self.max_bytes:
+                self._rotate()
 
 
 # --------------------------------------------------------------------------- judging one request
@@ -279,52 +332,44 @@ def _plain_value(value, depth: int = 0) -> bool:
     return False
 
 
-class CheckCore:
-    """The service without its web layer: settings, keys, judging, limits and the log of one course.
+def _stamp(path: Path):
+    """What tells that a file changed: ``(mtime_ns, size)``, or None when it does not exist."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+class Judge:
+    """What judging one value needs, and nothing else: the course data, the students' keys, the judge.
+
+    The service runs it in its worker processes (:mod:`.pool`), so a slow key or verdict
+    never holds up another request; :meth:`CheckCore.check` runs it in its own process.
 
     Parameters
     ----------
     course : path
-        The course folder (``nbgrader_config.py``, ``exercises/``); the course data is
-        ``exercises/problem_data.yaml`` when present, else the reference data.
-    clock : callable, optional
-        Seconds since the epoch (``time.time``).
+        The course folder; the course data is ``exercises/problem_data.yaml`` when present,
+        else the reference data.
     """
 
-    def __init__(self, course, clock=time.time):
+    def __init__(self, course):
         self.course = Path(course).absolute()
-        self.clock = clock
-        self.log = AttemptLog(self.course / LOG_FILE)
         self._data_stamp = None
         self._data = None
-        self._settings_stamp = None
-        self._settings = None
         self._keys: dict = {}
 
-    # --- what is read from the course folder, again when the file changes
-    @staticmethod
-    def _stamp(path: Path):
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            return None
-        return (stat.st_mtime_ns, stat.st_size)
+    def warm(self) -> None:
+        """Import the judge (nbgrader, about 3 s) before the first check needs it."""
+        from ...grading import judge  # noqa: F401  (deferred: imported for its cost, here and not later)
 
-    def settings(self) -> dict:
-        stamp = self._stamp(self.course / SETTINGS_FILE)
-        if self._settings is None or stamp != self._settings_stamp:
-            try:
-                self._settings = read_settings(self.course)
-            except (OSError, ValueError) as exc:
-                self._settings = None
-                raise CheckRefused(503, f"checks are not available: the course's {SETTINGS_FILE} is "
-                                        f"wrong ({exc}); tell your instructor") from None
-            self._settings_stamp = stamp
-        return self._settings
+    def data_stamp(self):
+        return _stamp(self.course / "exercises" / "problem_data.yaml")
 
     def data(self) -> dict:
         path = self.course / "exercises" / "problem_data.yaml"
-        stamp = self._stamp(path)
+        stamp = _stamp(path)
         if self._data is None or stamp != self._data_stamp:
             self._data = load_course_data(path if stamp is not None else None)
             self._data_stamp = stamp
@@ -343,9 +388,10 @@ class CheckCore:
             self._keys[cached] = student_key(data, who, [cached[1]])
         return data, self._keys[cached]
 
-    def limits(self, answer_id: str) -> dict:
-        settings = self.settings()
-        return settings["assignments"].get(assignment_of(answer_id), settings["default"])
+    def answer_kinds(self, problem: int) -> dict[str, str]:
+        """``{answer id: kind}`` of a problem (the same ids and kinds for every student), or ValueError."""
+        data = self.data()
+        return {answer_id: answer.kind for answer_id, answer in student_key(data, "reference", [problem]).items()}
 
     def _named_reference(self, answer_id: str, value, verdict):
         """``verdict``, or the ``reference_ship`` mistake when the value is right for the course's own numbers.
@@ -365,9 +411,178 @@ class CheckCore:
             return Verdict(False, MESSAGES["reference_ship"], "reference_ship")
         return verdict
 
-    # --- one request
+    def verdict(self, student: str, answer_id: str, value) -> dict:
+        """``{"passed", "message", "diagnosis", "leaked"}`` for ``value`` against ``student``'s key.
+
+        ``leaked`` is the printed form of the reference value that the message contains, or
+        None (see :func:`reveals`); plain data, so that it can come back from a worker process.
+        """
+        # deferred: it brings in nbgrader (about 3 s to import), needed only here
+        from ...grading.judge import judge
+
+        _, key = self.key_for(student, answer_id)
+        if answer_id not in key:
+            raise CheckRefused(404, f"unknown answer id {answer_id!r}: no such part in the key")
+        verdict = self._named_reference(answer_id, value, judge(answer_id, value, key=key))
+        return {"passed": bool(verdict.passed), "message": verdict.message, "diagnosis": verdict.diagnosis,
+                "leaked": reveals(verdict.message, key[answer_id].value)}
+
+
+@dataclass
+class Admission:
+    """A check let through to judging: it already counts against the limit (see :meth:`CheckCore.admit`)."""
+
+    student: str
+    answer_id: str
+    value: object
+    epoch: float
+    per_hour: int
+    used: int  # judged checks of this student and answer id in the window, before this one
+
+
+class CheckCore:
+    """The service without its web layer: settings, limits, the store and the log of one course.
+
+    A check goes through three steps, so that the service can judge in another process
+    while the bookkeeping stays in one place: :meth:`request` (parse the body),
+    :meth:`admit` (the switch and the limit; the check is counted from here),
+    judging (:meth:`Judge.verdict`), and :meth:`settle` (log, tally, reply).
+    :meth:`check` runs all of them in this process.
+
+    Parameters
+    ----------
+    course : path
+        The course folder (``nbgrader_config.py``, ``exercises/``).
+    clock : callable, optional
+        Seconds since the epoch (``time.time``).
+    judge : Judge, optional
+        What judges in this process (a :class:`Judge` of the course by default).
+    """
+
+    def __init__(self, course, clock=time.time, judge: Judge | None = None):
+        self.course = Path(course).absolute()
+        self.clock = clock
+        self.judge = judge or Judge(self.course)
+        self.log = AttemptLog(self.course / LOG_FILE)
+        self.store = CheckStore(self.course / STORE_FILE, WINDOW)
+        self._settings_stamp = None
+        self._settings = None
+        self._kinds: dict = {}
+        if not self.store.imported():
+            self._import_log()
+
+    def _import_log(self) -> None:
+        """Carry the counts of a log written before the store existed into it, then drop its refused lines."""
+        files = self.log.files()
+        if self.store.import_records(self.log.iter_records(files), now=self.clock()):
+            self.log.drop_refused()
+
+    # --- what is read from the course folder, again when the file changes
+    def settings(self) -> dict:
+        stamp = _stamp(self.course / SETTINGS_FILE)
+        if self._settings is None or stamp != self._settings_stamp:
+            try:
+                self._settings = read_settings(self.course)
+            except (OSError, ValueError) as exc:
+                self._settings = None
+                raise CheckRefused(503, f"checks are not available: the course's {SETTINGS_FILE} is "
+                                        f"wrong ({exc}); tell your instructor") from None
+            self._settings_stamp = stamp
+        return self._settings
+
+    def data(self) -> dict:
+        return self.judge.data()
+
+    def key_for(self, student: str, answer_id: str):
+        return self.judge.key_for(student, answer_id)
+
+    def limits(self, answer_id: str) -> dict:
+        settings = self.settings()
+        return settings["assignments"].get(assignment_of(answer_id), settings["default"])
+
+    def cached_kinds(self, problem: int) -> dict | None:
+        """The answer ids and kinds of ``problem`` if known for the current course data, else None."""
+        return self._kinds.get((problem, self.judge.data_stamp()))
+
+    def remember_kinds(self, problem: int, stamp, kinds: dict) -> None:
+        self._kinds[(problem, stamp)] = kinds
+
+    def answer_kinds(self, problem: int) -> dict:
+        """The answer ids and kinds of ``problem``, worked out here when not known yet (ValueError: no such problem)."""
+        kinds = self.cached_kinds(problem)
+        if kinds is None:
+            stamp = self.judge.data_stamp()
+            kinds = self.judge.answer_kinds(problem)
+            self.remember_kinds(problem, stamp, kinds)
+        return kinds
+
+    # --- one request, step by step
+    def request(self, student: str, body: bytes) -> tuple[str, object]:
+        """``(answer_id, value)`` of the body, or CheckRefused (403 for a reserved name, 400, 404)."""
+        problem = id_problem(student)
+        if problem is not None:
+            raise CheckRefused(403, f"the hub account {ascii(student)[:80]} cannot check answers: the name {problem}")
+        answer_id, value = parse_request(body)
+        try:
+            problem_of(answer_id)
+        except ValueError as exc:
+            raise CheckRefused(404, f"unknown answer id {answer_id!r} ({exc})") from None
+        return answer_id, value
+
+    def admit(self, student: str, answer_id: str, value, kinds: dict) -> Admission:
+        """Let a check through to judging, counting it against the limit, or CheckRefused saying why not.
+
+        ``kinds`` are the answer ids and kinds of its problem (:meth:`answer_kinds`). A check
+        refused because checks are switched off (403) or the limit is used up (429) is
+        counted in the store, per student, answer id and hour; nothing is appended.
+        """
+        if answer_id not in kinds:
+            raise CheckRefused(404, f"unknown answer id {answer_id!r}: no such part in the key")
+        if kinds[answer_id] == "text":
+            if not isinstance(value, str) or len(value) > 200:
+                raise CheckRefused(400, f"{answer_id} expects a short text, got {type(value).__name__}")
+        elif not _plain_value(value):
+            raise CheckRefused(400, f"{answer_id} expects a number or a (nested) list of finite numbers, "
+                                    f"got {type(value).__name__}")
+        limits = self.limits(answer_id)
+        now = self.clock()
+        if not limits["enabled"]:
+            self.store.refused(student, answer_id, now, "disabled")
+            raise CheckRefused(403, f"checks are switched off for {assignment_of(answer_id)} "
+                                    "(for example during an exam); your answers are graded after you submit")
+        recent = self.store.recent(student, answer_id, now)
+        if len(recent) >= limits["per_hour"]:
+            wait = max(1, math.ceil((WINDOW - (now - min(recent))) / 60)) if recent else 60
+            self.store.refused(student, answer_id, now, "limit")
+            raise CheckRefused(429, f"you have used the {limits['per_hour']} checks an hour allowed for "
+                                    f"{answer_id}; the next one is possible in about {wait} min")
+        self.store.reserve(student, answer_id, now)
+        return Admission(student, answer_id, value, now, limits["per_hour"], len(recent))
+
+    def release(self, admission: Admission) -> None:
+        """Give the check back to the student: it could not be judged (the judge failed)."""
+        self.store.release(admission.student, admission.answer_id, admission.epoch)
+
+    def settle(self, admission: Admission, outcome: dict) -> dict:
+        """Log and tally a judged check (``outcome`` of :meth:`Judge.verdict`) and make its reply.
+
+        Raises CheckRefused (500) instead of a reply that would quote the reference value.
+        """
+        a = admission
+        record = {"time": datetime.fromtimestamp(a.epoch, UTC).isoformat(timespec="seconds"), "epoch": a.epoch,
+                  "student": a.student, "id": a.answer_id,
+                  "refused": "reveals" if outcome["leaked"] is not None else None,
+                  "passed": outcome["passed"], "diagnosis": outcome["diagnosis"], "value": a.value}
+        self.store.judged(a.student, a.answer_id, outcome["passed"], outcome["diagnosis"])
+        self.log.append(record)
+        if outcome["leaked"] is not None:
+            raise CheckRefused(500, "the verdict cannot be shown without giving the value away; "
+                                    "the attempt was logged for your instructor")
+        return {"passed": outcome["passed"], "message": outcome["message"], "diagnosis": outcome["diagnosis"],
+                "checks_left": max(0, a.per_hour - a.used - 1)}
+
     def check(self, student: str, body: bytes) -> dict:
-        """Judge one request of ``student`` (the hub's name for the token's owner).
+        """Judge one request of ``student`` (the hub's name for the token's owner), all in this process.
 
         Returns
         -------
@@ -379,49 +594,15 @@ class CheckCore:
         CheckRefused
             With the HTTP status and the reason, for anything not judged.
         """
-        # deferred: it brings in nbgrader (about 3 s to import), needed only here
-        from ...grading.judge import judge
-
-        problem = id_problem(student)
-        if problem is not None:
-            raise CheckRefused(403, f"the hub account {ascii(student)[:80]} cannot check answers: the name {problem}")
-        now = self.clock()
-        answer_id, value = parse_request(body)
+        answer_id, value = self.request(student, body)
         try:
-            _, key = self.key_for(student, answer_id)
+            kinds = self.answer_kinds(problem_of(answer_id))
         except ValueError as exc:
             raise CheckRefused(404, f"unknown answer id {answer_id!r} ({exc})") from None
-        if answer_id not in key:
-            raise CheckRefused(404, f"unknown answer id {answer_id!r}: no such part in the key")
-        answer = key[answer_id]
-        if answer.kind == "text":
-            if not isinstance(value, str) or len(value) > 200:
-                raise CheckRefused(400, f"{answer_id} expects a short text, got {type(value).__name__}")
-        elif not _plain_value(value):
-            raise CheckRefused(400, f"{answer_id} expects a number or a (nested) list of finite numbers, "
-                                    f"got {type(value).__name__}")
-        limits = self.limits(answer_id)
-        record = {"time": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
-                  "epoch": now, "student": student, "id": answer_id}
-        if not limits["enabled"]:
-            self.log.append({**record, "refused": "disabled", "passed": None, "diagnosis": None}, counted=False)
-            raise CheckRefused(403, f"checks are switched off for {assignment_of(answer_id)} "
-                                    "(for example during an exam); your answers are graded after you submit")
-        recent = self.log.recent(student, answer_id, now)
-        if len(recent) >= limits["per_hour"]:
-            wait = max(1, math.ceil((WINDOW - (now - min(recent))) / 60)) if recent else 60
-            self.log.append({**record, "refused": "limit", "passed": None, "diagnosis": None}, counted=False)
-            raise CheckRefused(429, f"you have used the {limits['per_hour']} checks an hour allowed for "
-                                    f"{answer_id}; the next one is possible in about {wait} min")
-        verdict = self._named_reference(answer_id, value, judge(answer_id, value, key=key))
-        leaked = reveals(verdict.message, answer.value)
-        if leaked is not None:
-            self.log.append({**record, "refused": "reveals", "passed": verdict.passed,
-                             "diagnosis": verdict.diagnosis, "value": value}, counted=True)
-            raise CheckRefused(500, "the verdict cannot be shown without giving the value away; "
-                                    "the attempt was logged for your instructor")
-        self.log.append({**record, "refused": None, "passed": verdict.passed, "diagnosis": verdict.diagnosis,
-                         "value": value}, counted=True)
-        return {"passed": verdict.passed, "message": verdict.message, "diagnosis": verdict.diagnosis,
-                "checks_left": max(0, limits["per_hour"] - len(recent) - 1)}
-
+        admission = self.admit(student, answer_id, value, kinds)
+        try:
+            outcome = self.judge.verdict(student, answer_id, value)
+        except BaseException:
+            self.release(admission)
+            raise
+        return self.settle(admission, outcome)
