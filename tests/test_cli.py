@@ -111,7 +111,8 @@ def test_every_verb_has_help_with_an_example(verb):
 @pytest.mark.parametrize(("args", "said"), [
     (("grde",), "no verb 'grde'; did you mean 'grade'?"),
     (("grade", "--jbs", "2"), "rbtutor grade: unrecognized arguments: --jbs 2"),
-    (("export", "--to", "excel", "--roster", "r.csv", "--out", "x"), "rbtutor export: argument --to: invalid choice"),
+    (("export", "--to", "excel", "--roster", "r.csv", "--out", "x"),
+     "rbtutor export: argument --to: invalid choice"),
     (("collect",), "rbtutor collect: the following arguments are required: assignment"),
     (("key", "--problem", "twelve"), "rbtutor key: argument --problem: invalid int value"),
     (("checks", "now"), "checks takes no arguments"),
