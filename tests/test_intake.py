@@ -527,6 +527,43 @@ def test_notebook_before_minor_5_gets_no_cell_ids(tmp_path):
     assert "id" not in kept["cells"][0]
 
 
+def test_attachments_and_metadata_are_capped_and_nbgrader_entries_kept(tmp_path):
+    """Issue 33: a 12 MB attachment and 2 MB of metadata used to be stored as they came."""
+    grade = {"grade": True, "grade_id": "p1_words", "points": 2, "solution": True, "locked": False,
+             "schema_version": 3}
+    junk = SECRET * 60_000  # about 1.6 MB
+    cells = [
+        {"cell_type": "markdown", "metadata": {"nbgrader": grade, "junk": junk}, "source": "answer",
+         "attachments": {"big.png": {"image/png": "iVBORw0K" * 250_000}}},
+        {"cell_type": "markdown", "metadata": {"tags": ["small"]}, "source": "![x](attachment:x.png)",
+         "attachments": {"x.png": {"image/png": "iVBORw0KGgo="}}},
+        {"cell_type": "code", "metadata": {"nbgrader": {**grade, "grade_id": "p1_code", "junk": junk}},
+         "source": "x = 1"},
+    ]
+    meta = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"}, "junk": junk}
+    src = tmp_path / "stuffed"
+    src.mkdir()
+    (src / "problem03.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": meta,
+                                                     "cells": cells}))
+    result = take_in(src, tmp_path / "copy")
+    assert result.kinds() == ["metadata_cut", "metadata_cut", "attachments_cut", "metadata_cut"]
+    assert [e.get("cell") for e in result.events] == [None, 0, 0, 2]
+    assert result.events[1]["dropped"] == ["junk"]
+    assert result.events[2]["grade_id"] == "p1_words"
+    text = (tmp_path / "copy" / "problem03.ipynb").read_text()
+    assert len(text) < 10_000
+    assert SECRET not in text
+    kept = json.loads(text)
+    assert kept["metadata"] == {k: meta[k] for k in ("kernelspec", "language_info")}
+    first, second, code = kept["cells"]
+    assert first["metadata"] == {"nbgrader": grade}
+    assert "attachments" not in first
+    assert second["attachments"] == cells[1]["attachments"]
+    assert second["metadata"] == {"tags": ["small"]}
+    assert code["metadata"] == {"nbgrader": {**grade, "grade_id": "p1_code"}}
+
+
 @pytest.mark.parametrize("content", [
     f"{{not json {SECRET}".encode(),
     json.dumps([SECRET]).encode(),

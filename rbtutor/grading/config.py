@@ -81,6 +81,17 @@ class GradingConfig:
         100_000, unit="bytes", step="intake",
         where=("rbtutor.grading.intake.limits:Limits.max_cell_source_bytes",),
         help="UTF-8 bytes of one cell's source; a longer source is cut at a character boundary.")
+    intake_max_attachment_bytes: int = option(
+        1 * MIB, unit="bytes", step="intake", where=("rbtutor.grading.intake.limits:Limits.max_attachment_bytes",),
+        help="JSON bytes of one markdown or raw cell's attachments; larger attachments are dropped.")
+    intake_max_cell_metadata_bytes: int = option(
+        16 * KIB, unit="bytes", step="intake",
+        where=("rbtutor.grading.intake.limits:Limits.max_cell_metadata_bytes",),
+        help="JSON bytes of one cell's metadata; past it only the cell's nbgrader entry is kept.")
+    intake_max_notebook_metadata_bytes: int = option(
+        64 * KIB, unit="bytes", step="intake",
+        where=("rbtutor.grading.intake.limits:Limits.max_notebook_metadata_bytes",),
+        help="JSON bytes of the notebook's metadata; past it only kernelspec, language_info and nbgrader are kept.")
     intake_max_name_bytes: int = option(
         255, unit="bytes", step="intake", where=("rbtutor.grading.intake.limits:Limits.max_name_bytes",),
         help="Longest file or folder name taken.")
@@ -185,6 +196,28 @@ class GradingConfig:
     feedback_hard_time_factor: float = option(
         1.5, unit="× feedback_time_limit", step="feedback", where=("rbtutor.grading.feedback:HARD_TIME_FACTOR",),
         help="Past this multiple of the time limit rendering stops and the page shows the scores only.")
+    sanitize_max_html_depth: int = option(
+        128, unit="levels", step="feedback", where=("rbtutor.grading.allowlist:MAX_HTML_DEPTH",),
+        help="HTML whose open elements (re-opened formatting elements included) nest deeper is shown as text, "
+             "never parsed.")
+    sanitize_max_html_chars: int = option(
+        1_000_000, unit="characters", step="feedback", where=("rbtutor.grading.allowlist:MAX_HTML_CHARS",),
+        help="HTML fragment longer than this (markdown rendered included) is shown as text, never parsed.")
+    sanitize_text_shown_chars: int = option(
+        10_000, unit="characters", step="feedback", where=("rbtutor.grading.allowlist:TEXT_SHOWN_CHARS",),
+        help="Characters of text shown of a fragment that was not parsed; the rest is counted.")
+    sanitize_max_markdown_chars: int = option(
+        200_000, unit="characters", step="feedback", where=("rbtutor.grading.mathml:MAX_MARKDOWN_CHARS",),
+        help="Markdown text longer than this is shown as text, never rendered.")
+    sanitize_max_inline_marks: int = option(
+        2_000, unit="characters", step="feedback", where=("rbtutor.grading.mathml:MAX_INLINE_MARKS",),
+        help="A paragraph with more emphasis, link, code or HTML marks (* _ [ ] ! < ` ~) is shown literally.")
+    sanitize_time_limit: float = option(
+        60.0, unit="seconds", step="feedback", where=("rbtutor.grading.sanitize:SANITIZE_TIME_LIMIT",),
+        help="Sanitising one autograded notebook runs in a child process killed after this long.")
+    sanitize_max_notebook_bytes: int = option(
+        4 * MIB, unit="bytes", step="feedback", where=("rbtutor.grading.sanitize:MAX_STORED_BYTES",),
+        help="Stored autograded notebook: past this, student-written cell contents are replaced by a note.")
 
     # --- run: one grading run (rbtutor.course.grade, rbtutor.course.cluster) ---
     run_submission_seconds: float = option(

@@ -438,7 +438,12 @@ HARD_TIME_FACTOR = GRADING.feedback_hard_time_factor
 def render_bounded(nb, scores: dict, *, title: str, time_limit: float = PAGE_TIME_LIMIT,
                    max_bytes: int = PAGE_MAX_BYTES) -> tuple[str, list[str]]:
     """:func:`render_feedback` within its time and size bounds; returns the page and why it was cut
-    (empty when it was not). Past the hard limit the page holds the title and the scores only."""
+    (empty when it was not). Past the hard limit the page holds the title and the scores only.
+
+    The hard limit (:func:`~.time_bound.time_bound`) stops rendering between Python instructions
+    only, never inside a call to C; what keeps every such call short is that no fragment reaches
+    nh3 or markdown-it unless its depth, size and marks are within the bounds of
+    :mod:`.allowlist` and :mod:`.mathml` (beyond them it is shown as its text)."""
     cuts: list[str] = []
     try:
         hard = time_limit * HARD_TIME_FACTOR

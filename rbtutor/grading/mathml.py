@@ -11,6 +11,14 @@
 - :func:`prerender_math` rewrites every markdown cell of an autograded notebook as that HTML,
   so the Formgrader (whose page asks a CDN for MathJax 2 and gets nothing offline) shows the
   formulas anyway.
+
+What the renderer is given is bounded first, since markdown-it's inline rules cost more than
+linear time on runs of marks (80,000 ``[`` take seconds) and a reference link is copied into
+every place that uses it (85 kB of markdown rendered as 100 MB): a text longer than
+:data:`MAX_MARKDOWN_CHARS` is shown as text, a paragraph with more than
+:data:`MAX_INLINE_MARKS` marks is shown literally, and a rendering whose tokens would write more
+than :data:`~.allowlist.MAX_HTML_CHARS` characters is not written. Each such cut is named in
+what ``_markdown_html`` reports as removed.
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ from functools import lru_cache, update_wrapper
 import latex2mathml.converter
 from markdown_it import MarkdownIt
 
-from .allowlist import _clean, _inventory
+from .allowlist import MAX_HTML_CHARS, _as_text, _clean, _inventory, _shape_problem
+from .config import GRADING
 
 __all__ = ["math_to_mathml", "prerender_math"]
 
@@ -117,9 +126,6 @@ class _MathScanner:
         self.regions = _code_regions(text)
         self.misses: dict[str, int] = {}
 
-    def limit_after(self, pos: int) -> int:
-        return min([s for s, _ in self.regions if s >= pos], default=self.n)
-
     def emit(self, raw: str, tex: str, display: bool) -> None:
         html_ = (f"<code>{html.escape(raw)}</code>" if len(self.formulas) >= _MAX_FORMULAS
                  else _tex_to_mathml(tex, display))
@@ -128,13 +134,15 @@ class _MathScanner:
 
     def scan(self) -> tuple[str, list[str]]:
         text, n, out, i = self.text, self.n, self.out, 0
+        regions, r = self.regions, 0  # in document order: r is the first region not yet passed
         while i < n:
-            region = next(((s, e) for s, e in self.regions if s <= i < e), None)
-            if region:
-                out.append(text[i:region[1]])
-                i = region[1]
+            while r < len(regions) and regions[r][1] <= i and regions[r][0] < i:
+                r += 1
+            if r < len(regions) and regions[r][0] <= i < regions[r][1]:
+                out.append(text[i:regions[r][1]])
+                i = regions[r][1]
                 continue
-            stop = self.limit_after(i)
+            stop = min((s for s, _ in regions[r:r + 2] if s >= i), default=n)
             ch = text[i]
             if ch == "`":
                 i = self.code_span(i, stop)
@@ -244,6 +252,41 @@ def _formula(formulas: list[str], match: re.Match) -> str:
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 
+#: a markdown text longer than this is shown as text, not rendered
+MAX_MARKDOWN_CHARS = GRADING.sanitize_max_markdown_chars
+#: a paragraph with more marks than this is shown literally (its marks escaped), not parsed inline
+MAX_INLINE_MARKS = GRADING.sanitize_max_inline_marks
+_MARKS = re.compile(r"[*_\[\]!<`~]")
+_LITERALS = "rbtutor_literals"
+_LITERAL = "rbtutorliteral{}z"
+_LITERAL_RE = re.compile(r"rbtutorliteral(\d+)z")
+
+
+def _literal_paragraphs(state) -> None:
+    """A core rule before ``inline``: a paragraph with too many marks is set aside, to be shown as text.
+
+    Its text is replaced by a placeholder the inline parser reads in no time, and kept in the
+    environment; :func:`_rendered_markdown` puts it back, escaped, after rendering.
+    """
+    for token in state.tokens:
+        if token.type == "inline" and len(_MARKS.findall(token.content)) > MAX_INLINE_MARKS:
+            literals = state.env.setdefault(_LITERALS, [])
+            literals.append(token.content)
+            token.content = _LITERAL.format(len(literals) - 1)
+
+
+_MARKDOWN.core.ruler.before("inline", "rbtutor_literal_paragraphs", _literal_paragraphs)
+
+
+def _written_size(tokens) -> int:
+    """About how many characters rendering ``tokens`` writes (contents and attributes, tags aside)."""
+    size = 0
+    for token in tokens:
+        size += len(token.content) + sum(len(str(v)) for v in token.attrs.values()) + 8
+        if token.children:
+            size += _written_size(token.children)
+    return size
+
 
 class Remembered:
     """``render(text, *options)``, remembered in this process: the most recent renderings are kept
@@ -292,15 +335,32 @@ def _markdown_html(source: str, kind: str, *, demote: int = 0) -> tuple[str, lis
 
 @Remembered
 def _rendered_markdown(source: str, kind: str, demote: int) -> tuple[str, tuple[str, ...]]:
+    if len(source) > MAX_MARKDOWN_CHARS:
+        problem = f"markdown longer than {MAX_MARKDOWN_CHARS} characters"
+        return _as_text(source, problem), (f"{problem} (shown as text)",)
     masked, formulas = _scan_math(source)
-    tokens = _MARKDOWN.parse(masked)
+    env: dict = {}
+    tokens = _MARKDOWN.parse(masked, env)
+    if _written_size(tokens) > MAX_HTML_CHARS:  # links to one long reference, copied at each use
+        problem = f"markdown that renders to more than {MAX_HTML_CHARS} characters"
+        return _as_text(source, problem), (f"{problem} (shown as text)",)
     if demote:
         for token in tokens:
             if token.type in ("heading_open", "heading_close"):
                 token.tag = f"h{min(int(token.tag[1]) + demote, 6)}"
     rendered = _MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {})
+    literals = env.get(_LITERALS, [])
+    cuts = [f"{len(literals)} paragraph(s) with more than {MAX_INLINE_MARKS} marks (shown literally)"] \
+        if literals else []
+    if literals:
+        rendered = _LITERAL_RE.sub(lambda m: html.escape(literals[int(m.group(1))], quote=False)
+                                   if int(m.group(1)) < len(literals) else m.group(0), rendered)
+    # The formulas are MathML already cleaned and read one by one: the shape read here is the rest.
+    problem = _shape_problem(rendered)
+    if problem is not None:
+        return _as_text(source, problem), (*cuts, f"{problem} (shown as text)")
     rendered = _PLACEHOLDER_RE.sub(lambda m: _formula(formulas, m), rendered)
-    return _clean(rendered, kind), tuple(_inventory(rendered))
+    return _clean(rendered, kind, checked=True), (*cuts, *_inventory(rendered, checked=True))
 
 
 _WRAPPER = '<div class="rbtutor-sanitised tex2jax_ignore">{}</div>'

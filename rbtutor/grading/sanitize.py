@@ -7,6 +7,13 @@ are rendered and cleaned (:mod:`.allowlist`, :mod:`.mathml`), rich outputs keep 
 process, after nbgrader has recorded the scores and before ``autograded/`` is written: the
 Formgrader renders that file.
 
+Two bounds hold whatever a notebook holds. Time: :func:`sanitize_bounded` runs the cleaning in a
+child process (a fork of the grading process) and kills it after :data:`SANITIZE_TIME_LIMIT`
+seconds, raising :class:`SanitizeTimeLimit`; a signal or a watchdog thread cannot stop a call
+that stays in C code (nh3, for one), a kill can. Size: the notebook stored holds at most
+:data:`MAX_STORED_BYTES` of JSON; past that, the largest cells the student wrote are replaced by
+a note (:func:`bound_stored_size`), each named in the integrity report (``stored_size_cut``).
+
 What nbgrader's own pages do, for the record (nbgrader 0.9.6, nbconvert 7.17): the
 Formgrader renders ``autograded/<student>/<assignment>/<notebook>.ipynb`` with
 nbconvert's ``HTMLExporter`` and its ``formgrade`` template. That template renders
@@ -24,15 +31,29 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ctypes
+import json
+import os
 import re
+import select
+import signal
+import time
 
+import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from .allowlist import _SVG_TAGS, _clean, _inventory
+from .allowlist import _SVG_TAGS, _clean_and_inventory
+from .config import GRADING
 from .mathml import _markdown_html, _one_line, _source, prerender_math
 from .report import Events
 
-__all__ = ["SAFE_MIME_TYPES", "SanitizeNotebook", "sanitize_notebook"]
+__all__ = ["MAX_STORED_BYTES", "SAFE_MIME_TYPES", "SANITIZE_TIME_LIMIT", "SanitizeError", "SanitizeNotebook",
+           "SanitizeTimeLimit", "bound_stored_size", "sanitize_bounded", "sanitize_notebook"]
+
+#: seconds the whole cleaning of one notebook may take (:func:`sanitize_bounded`)
+SANITIZE_TIME_LIMIT = GRADING.sanitize_time_limit
+#: bytes of JSON the stored autograded notebook may hold (:func:`bound_stored_size`)
+MAX_STORED_BYTES = GRADING.sanitize_max_notebook_bytes
 
 #: output MIME types kept by :func:`sanitize_notebook` (after cleaning); every other is dropped
 SAFE_MIME_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg",
@@ -71,8 +92,8 @@ def _sanitize_output(output) -> tuple[list[str], list[str]]:
             cleaned, found = _markdown_html(text, "notebook")
             data[mime] = _one_line(cleaned)
         else:
-            found = _inventory(text, _SVG_TAGS if kind == "svg" else frozenset())
-            data[mime] = _clean(text, "svg" if kind == "svg" else "notebook")
+            data[mime], found = _clean_and_inventory(text, "svg" if kind == "svg" else "notebook",
+                                                     _SVG_TAGS if kind == "svg" else frozenset())
         removed += [f"{what} in {mime}" for what in found]
     for mime in ("image/png", "image/jpeg", "image/gif"):
         if mime in data and not _is_base64(data[mime]):
@@ -144,8 +165,7 @@ def sanitize_notebook(nb) -> list[dict]:
                 cleaned, removed = _markdown_html(source, "notebook")
                 cell["source"] = _one_line(cleaned)
             else:
-                removed = _inventory(source)
-                cell["source"] = _clean(source, "notebook")
+                cell["source"], removed = _clean_and_inventory(source, "notebook")
             if removed:
                 events.append(_event(f"cell {index}: removed from a {kind} cell: {', '.join(removed)}",
                                      index, cell, removed))
@@ -169,13 +189,178 @@ class SanitizeNotebook(Events, NbGraderPreprocessor):
     Placed after ``SaveAutoGrades`` in ``Autograde.autograde_preprocessors``: the scores
     are recorded from what the student wrote; what is stored in ``autograded/`` (and shown
     by the Formgrader) has no active content and its math as MathML. Each removal is an
-    event ``html_sanitised`` of the integrity report.
+    event ``html_sanitised`` of the integrity report, each cell left out for size one
+    ``stored_size_cut``. The work runs in a child process (:func:`sanitize_bounded`): past
+    :data:`SANITIZE_TIME_LIMIT` it is killed and :class:`SanitizeTimeLimit` is raised (a
+    :class:`SanitizeError`, as is a child that failed), so the submission is not graded.
     """
 
     stage = "sanitise"
 
     def preprocess(self, nb, resources):
-        events = sanitize_notebook(nb)
-        prerender_math(nb)
+        events = sanitize_bounded(nb, SANITIZE_TIME_LIMIT)
         self._store(resources, events)
         return nb, resources
+
+
+class SanitizeError(Exception):
+    """Sanitising one notebook did not finish: its child process failed (the message says how)."""
+
+
+class SanitizeTimeLimit(SanitizeError):
+    """Sanitising one notebook took longer than its bound; its child process was killed."""
+
+
+def _clean_all(nb) -> list[dict]:
+    events = sanitize_notebook(nb)
+    prerender_math(nb)
+    return events + bound_stored_size(nb)
+
+
+def sanitize_bounded(nb, time_limit: float = SANITIZE_TIME_LIMIT) -> list[dict]:
+    """:func:`sanitize_notebook`, :func:`~.mathml.prerender_math` and :func:`bound_stored_size`, in a
+    child process killed after ``time_limit`` seconds; ``nb`` is changed in place as they would.
+
+    The child is a fork of this process (it inherits the code and the caches); it sends the
+    cleaned notebook and the events back through a pipe as JSON. However long one call inside
+    the child runs, nh3's parser included, the child is killed with ``SIGKILL`` at the bound and
+    reaped, and nothing of its work is kept. An error that stops this process meanwhile (a
+    submission's own time bound) kills the child too.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        An autograded notebook; replaced in place by its cleaned version.
+    time_limit : float
+        Seconds, wall time; ``<= 0`` runs the cleaning in this process, unbounded.
+
+    Returns
+    -------
+    list of dict
+        The integrity events of the three steps.
+
+    Raises
+    ------
+    SanitizeTimeLimit
+        The child was still working at ``time_limit`` seconds (it was killed); ``nb`` is left
+        as it was.
+    SanitizeError
+        The child ended without a result (it raised, or was killed from outside).
+    """
+    if time_limit <= 0:
+        return _clean_all(nb)
+    read_end, write_end = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: it never returns into the caller's code
+        status = 1
+        try:
+            os.close(read_end)
+            _child_of(parent)
+            try:
+                payload = b"0" + json.dumps({"nb": nb, "events": _clean_all(nb)}).encode("ascii")
+                status = 0
+            except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises SanitizeError
+                payload = b"1" + f"{type(exc).__name__}: {exc}"[:2000].encode("utf-8", "replace")
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(write_end, view):]
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    chunks, deadline, finished = [], time.monotonic() + time_limit, False
+    try:
+        while not finished:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([read_end], [], [], min(left, 0.5))
+            if ready:
+                chunk = os.read(read_end, 1 << 20)
+                chunks.append(chunk)
+                finished = not chunk
+    finally:
+        os.close(read_end)
+        if not finished:
+            os.kill(pid, signal.SIGKILL)
+        _, wait_status = os.waitpid(pid, 0)
+    if not finished:
+        raise SanitizeTimeLimit(f"sanitising the notebook took longer than {time_limit:g} s; "
+                                f"its process ({pid}) was killed")
+    data = b"".join(chunks)
+    if not data.startswith(b"0") or os.waitstatus_to_exitcode(wait_status) != 0:
+        why = (data[1:].decode("utf-8", "replace") if data.startswith(b"1")
+               else f"its process ended with exit code {os.waitstatus_to_exitcode(wait_status)} and no result")
+        raise SanitizeError(f"sanitising the notebook failed: {why}")
+    result = json.loads(data[1:])
+    nb.clear()
+    nb.update(nbformat.from_dict(result["nb"]))
+    return result["events"]
+
+
+def _child_of(parent: int) -> None:
+    """In the child: ignore the terminal's interrupt (the parent ends the child) and die with the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux): killed when the parent ends
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's own bound still kills the child
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(1)
+
+
+_CUT_NOTE = "[not stored by the grader: this cell held {size} bytes and the notebook was over {cap} bytes]"
+
+
+def _size(value) -> int:
+    return len(json.dumps(value))
+
+
+def bound_stored_size(nb, max_bytes: int | None = None) -> list[dict]:
+    """Keep the stored notebook within ``max_bytes`` of JSON: the largest cells a student wrote give way.
+
+    While the notebook is larger, the largest cell that nbgrader does not lock (a locked cell
+    is the instructor's, restored from the source) is replaced by a note: a markdown or raw
+    cell's source and attachments, a code cell's source and outputs. The cell's metadata (its
+    nbgrader ``grade_id`` and points) stays, and so does the notebook's (intake has cut what a
+    student may put there).
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        The cleaned notebook; changed in place.
+    max_bytes : int, optional
+        Default :data:`MAX_STORED_BYTES`.
+
+    Returns
+    -------
+    list of dict
+        One ``stored_size_cut`` event per cell replaced, with its index, ``grade_id`` and ``bytes``.
+    """
+    cap = MAX_STORED_BYTES if max_bytes is None else max_bytes
+    cells = nb.get("cells", [])
+    total = _size(nb)
+    if total <= cap:
+        return []
+    sizes = [_size(cell) for cell in cells]
+    events: list[dict] = []
+    for index in sorted(range(len(cells)), key=lambda k: sizes[k], reverse=True):
+        if total <= cap:
+            break
+        cell = cells[index]
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if isinstance(meta, dict) and meta.get("locked"):
+            continue
+        note = _CUT_NOTE.format(size=sizes[index], cap=cap)
+        if cell.get("cell_type") == "code":
+            cell["source"], cell["outputs"] = f"# {note}", []
+        else:
+            cell["source"] = note
+            cell.pop("attachments", None)
+        total += _size(cell) - sizes[index]
+        event = _event(f"cell {index}: {sizes[index]} bytes not stored (the stored notebook is capped at "
+                       f"{cap} bytes)", index, cell, [])
+        event.update(kind="stored_size_cut", bytes=sizes[index])
+        events.append(event)
+    return events

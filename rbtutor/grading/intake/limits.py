@@ -26,6 +26,9 @@ kind                       what was observed
 ``notebook_unreadable``    an ``.ipynb`` that is not JSON or not an nbformat 4 notebook
 ``cell_cut``               a cell source above ``max_cell_source_bytes`` (it is truncated)
 ``too_many_cells``         more than ``max_cells`` cells (the rest are dropped)
+``attachments_cut``        a cell's attachments above ``max_attachment_bytes`` (all of them dropped)
+``metadata_cut``           a cell's metadata above ``max_cell_metadata_bytes``, or the notebook's above
+                           ``max_notebook_metadata_bytes`` (only the keys grading reads are kept)
 ``source_copy``            the notebook is, or contains, the instructor's source (not taken)
 ``changed_while_read``     an entry vanished or was replaced between listing and opening
 ``file_unreadable``        the grading user could not open or read a file (permissions)
@@ -53,7 +56,7 @@ TIMESTAMP_FILE, TIMESTAMP_BYTES = "timestamp.txt", GRADING.intake_timestamp_byte
 KINDS = ("link_refused", "hard_link_refused", "special_file_refused", "too_many_files", "too_deep",
          "too_large", "bad_name", "notebook_unreadable", "cell_cut", "too_many_cells", "source_copy",
          "changed_while_read", "file_unreadable", "not_a_folder", "bad_timestamp", "wrong_owner",
-         "timestamp_mismatch", "entry_changed")
+         "timestamp_mismatch", "entry_changed", "attachments_cut", "metadata_cut")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,15 @@ class Limits:
     max_cell_source_bytes : int
         UTF-8 bytes of one cell's source (default 100 000); longer sources are cut
         at a character boundary.
+    max_attachment_bytes : int
+        JSON bytes of one markdown or raw cell's attachments (default 1 MiB); above it, the
+        cell's attachments are dropped.
+    max_cell_metadata_bytes : int
+        JSON bytes of one cell's metadata (default 16 KiB); above it, only its ``nbgrader``
+        entry is kept (with nbgrader's own keys only, if that entry alone is larger).
+    max_notebook_metadata_bytes : int
+        JSON bytes of the notebook's metadata (default 64 KiB); above it, only ``kernelspec``,
+        ``language_info`` and ``nbgrader`` are kept, each if it alone fits.
     max_name_bytes : int
         Bytes of one file or folder name (default 255). Names must also be printable
         and must not be ``.`` or ``..`` (``/`` and NUL cannot occur in a listed name).
@@ -94,12 +106,16 @@ class Limits:
     max_notebook_bytes: int = GRADING.intake_max_notebook_bytes
     max_cells: int = GRADING.intake_max_cells
     max_cell_source_bytes: int = GRADING.intake_max_cell_source_bytes
+    max_attachment_bytes: int = GRADING.intake_max_attachment_bytes
+    max_cell_metadata_bytes: int = GRADING.intake_max_cell_metadata_bytes
+    max_notebook_metadata_bytes: int = GRADING.intake_max_notebook_metadata_bytes
     max_name_bytes: int = GRADING.intake_max_name_bytes
     max_inbound_entries: int = GRADING.intake_max_inbound_entries
 
     def __post_init__(self):
         for name in ("max_files", "max_depth", "max_file_bytes", "max_total_bytes", "max_notebook_bytes",
-                     "max_cells", "max_cell_source_bytes", "max_name_bytes", "max_inbound_entries"):
+                     "max_cells", "max_cell_source_bytes", "max_attachment_bytes", "max_cell_metadata_bytes",
+                     "max_notebook_metadata_bytes", "max_name_bytes", "max_inbound_entries"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"expected {name} to be a non-negative int, got {value!r}")

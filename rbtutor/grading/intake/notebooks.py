@@ -3,7 +3,10 @@
 Notebooks are parsed from the capped bytes, checked to be nbformat 4 notebooks,
 their cells rebuilt from the fields grading needs (outputs cleared, as nbgrader's
 ``ClearOutput`` does first anyway), cut to the caps, and written with nbformat:
-nbgrader reads what intake validated, not the submitted bytes.
+nbgrader reads what intake validated, not the submitted bytes. What a student controls
+and the grader stores is capped too: a cell's source, its attachments, its metadata and
+the notebook's metadata; nbgrader's own entries (a cell's ``nbgrader``, the notebook's
+``kernelspec`` and ``language_info``) are what is kept when metadata is cut.
 
 The two steps are methods of :class:`_NotebookStep`, which the walker of
 :mod:`.files` inherits: they read its ``limits`` and ``solutions`` and report
@@ -23,6 +26,15 @@ from .copies import _copy_message, _Submitted
 from .limits import _show
 
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: what nbgrader writes into a cell's ``nbgrader`` metadata (nbgrader 0.9, schema 3)
+_NBGRADER_KEYS = ("grade", "grade_id", "locked", "points", "schema_version", "solution", "task", "checksum",
+                  "cell_type")
+#: the notebook metadata grading reads, kept when the rest is cut
+_NOTEBOOK_KEYS = ("kernelspec", "language_info", "nbgrader")
+
+
+def _json_bytes(value) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 class _NotebookStep:
@@ -70,6 +82,7 @@ class _NotebookStep:
         if not isinstance(meta, dict):
             return None, "metadata is not an object"
         lim = self.limits
+        meta = self.cap_notebook_metadata(meta, path)
         if len(cells) > lim.max_cells:
             self.note("too_many_cells", f"{_show(path)} has {len(cells)} cells; only the first {lim.max_cells} "
                       "were kept.", path=path, cells=len(cells), cap=lim.max_cells)
@@ -116,12 +129,56 @@ class _NotebookStep:
                       f"to {lim.max_cell_source_bytes}.", path=path, cell=index,
                       grade_id=grade_id if isinstance(grade_id, str) else None, bytes=size,
                       cap=lim.max_cell_source_bytes)
-        new = {"cell_type": cell["cell_type"], "metadata": cell_meta, "source": source}
+        new = {"cell_type": cell["cell_type"], "metadata": self.cap_cell_metadata(cell_meta, index, path),
+               "source": source}
         if cell["cell_type"] == "code":
             new.update(outputs=[], execution_count=None)
         elif isinstance(cell.get("attachments"), dict):
-            new["attachments"] = cell["attachments"]
+            size = _json_bytes(cell["attachments"])
+            if size <= lim.max_attachment_bytes:
+                new["attachments"] = cell["attachments"]
+            else:
+                self.note("attachments_cut", f"Cell {index} of {_show(path)} has attachments of {size} bytes; "
+                          f"above {lim.max_attachment_bytes} they were dropped.", path=path, cell=index,
+                          grade_id=_grade_id(cell_meta), bytes=size, cap=lim.max_attachment_bytes)
         return new, None
+
+    def cap_cell_metadata(self, cell_meta: dict, index: int, path: str) -> dict:
+        """``cell_meta``, or only its ``nbgrader`` entry (nbgrader's keys only, if need be) when it is too large."""
+        cap = self.limits.max_cell_metadata_bytes
+        size = _json_bytes(cell_meta)
+        if size <= cap:
+            return cell_meta
+        kept = {}
+        grade = cell_meta.get("nbgrader")
+        if isinstance(grade, dict):
+            kept["nbgrader"] = grade if _json_bytes(grade) <= cap else \
+                {k: grade[k] for k in _NBGRADER_KEYS if k in grade and _json_bytes(grade[k]) <= 256}
+        dropped = sorted(set(cell_meta) - set(kept))
+        self.note("metadata_cut", f"Cell {index} of {_show(path)} has metadata of {size} bytes; above {cap} "
+                  f"only its nbgrader entry was kept ({len(dropped)} other entries dropped).", path=path,
+                  cell=index, grade_id=_grade_id(cell_meta), bytes=size, cap=cap,
+                  dropped=[_show(str(k)) for k in dropped[:20]])
+        return kept
+
+    def cap_notebook_metadata(self, meta: dict, path: str) -> dict:
+        """``meta``, or only the entries grading reads (each if it fits) when it is too large."""
+        cap = self.limits.max_notebook_metadata_bytes
+        size = _json_bytes(meta)
+        if size <= cap:
+            return meta
+        kept = {k: meta[k] for k in _NOTEBOOK_KEYS if k in meta and _json_bytes(meta[k]) <= cap // 4}
+        dropped = sorted(set(meta) - set(kept))
+        self.note("metadata_cut", f"{_show(path)} has notebook metadata of {size} bytes; above {cap} only "
+                  f"{', '.join(kept) or 'none of its entries'} was kept ({len(dropped)} entries dropped).",
+                  path=path, cell=None, bytes=size, cap=cap, dropped=[_show(str(k)) for k in dropped[:20]])
+        return kept
+
+
+def _grade_id(cell_meta: dict) -> str | None:
+    grade = cell_meta.get("nbgrader")
+    grade_id = grade.get("grade_id") if isinstance(grade, dict) else None
+    return grade_id if isinstance(grade_id, str) else None
 
 
 def cut_text(text: str, cap: int) -> str:
