@@ -105,7 +105,7 @@ def test_a_course_setting_and_the_environment_are_shown_as_such():
     ({"intake_max_files": -1}, "expected intake_max_files to be at least 0, got -1"),
     ({"check_enabled": 1}, "expected check_enabled to be bool, got 1"),
     ({"sandbox_nproc": True}, "expected sandbox_nproc to be int, got True"),
-    ({"execute_seed_salt": 3}, "expected execute_seed_salt to be str | None, got 3"),
+    ({"execute_seed_key": 3}, "expected execute_seed_key to be str | None, got 3"),
 ])
 def test_wrong_values_are_refused(changes, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -93,7 +93,7 @@ def run_bounded(tmp_path, sources: list[str]):
 
     nb = new_notebook(cells=[new_code_cell(s) for s in sources])
     resources = {"nbgrader": {"student": "s", "assignment": "a", "notebook": "n"}}
-    runner = BoundedExecute(kernel_name="python3", report_dir=str(tmp_path), timeout=30, seed_salt="")
+    runner = BoundedExecute(kernel_name="python3", report_dir=str(tmp_path), timeout=30, seed_key="")
     try:
         nb, resources = runner.preprocess(nb, resources)
     finally:
@@ -250,3 +250,71 @@ def test_what_is_left_for_a_killed_kernel_is_dropped_not_lingered_over(tmp_path,
 
     asyncio.run(run())
     assert lingers == [0]
+
+
+# --------------------------------------------------------------------------- the kernel's seed
+
+PRINT_SEED = "import os\nprint('SEED', os.environ.get('RBTUTOR_KERNEL_SEED'))"
+
+
+def seed_in_kernel(root, salt: str, student: str = "s") -> int:
+    """The seed a student can print in their kernel, graded in course ``root`` whose data has ``salt``."""
+    from nbformat.v4 import new_code_cell, new_notebook
+    from traitlets.config import Config
+
+    data = root / "problem_data.yaml"
+    data.write_text(f"variants: {{per_student: true, salt: '{salt}'}}\n")
+    config = Config()
+    config.CourseDirectory.root = str(root)
+    config.JudgeAnswers.data_file = str(data)
+    nb = new_notebook(cells=[new_code_cell(PRINT_SEED)])
+    resources = {"nbgrader": {"student": student, "assignment": "a", "notebook": "n"}}
+    runner = BoundedExecute(kernel_name="python3", report_dir=str(root / "integrity"), timeout=30, config=config)
+    try:
+        nb, _ = runner.preprocess(nb, resources)
+    finally:
+        del runner
+        gc.collect()
+    text = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    return int(text.split("SEED ")[1].split()[0])
+
+
+def test_the_seed_a_student_can_print_says_nothing_about_the_salt(tmp_path):
+    """The seed follows from the student, the assignment and the grader's random key alone: two salts
+    give the same seed (it cannot confirm a salt guess), a new key gives another, a re-grade the same."""
+    import stat
+
+    from rbtutor.grading.execute import SEED_KEY_FILE, kernel_seed, seed_key
+
+    one = seed_in_kernel(tmp_path, "4c1f0e9a7d2b5e8f6a3c")
+    other_salt = seed_in_kernel(tmp_path, "9e2d7b4a1f6c3e8d0b5a")
+    key_file = tmp_path / SEED_KEY_FILE
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
+    assert one == other_salt == kernel_seed(seed_key(key_file), "s", "a")
+    assert seed_in_kernel(tmp_path, "4c1f0e9a7d2b5e8f6a3c", student="t") != one
+    key_file.unlink()
+    assert seed_in_kernel(tmp_path, "4c1f0e9a7d2b5e8f6a3c") != one  # another key, another seed
+
+
+def test_the_seed_key_is_made_once_and_must_be_private(tmp_path):
+    from rbtutor.grading.execute import seed_key
+
+    path = tmp_path / ".grading" / "kernel_seed.key"
+    key = seed_key(path)
+    assert len(key) == 32
+    assert seed_key(path) == key  # made once, then read
+    assert seed_key(tmp_path / ".grading" / "other.key") != key  # random, not derived from anything
+    path.chmod(0o644)
+    with pytest.raises(ValueError, match="private"):
+        seed_key(path)
+    path.chmod(0o600)
+    path.write_text("not a key\n")
+    with pytest.raises(ValueError, match="64 hexadecimal digits"):
+        seed_key(path)
+    path.unlink()
+    (tmp_path / "elsewhere").write_text("0" * 64)
+    (tmp_path / "elsewhere").chmod(0o600)  # a good key, but behind a link
+    path.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="symbolic links"):  # O_NOFOLLOW: a link is never read (ELOOP)
+        seed_key(path)

@@ -122,7 +122,7 @@ def test_files_of_another_owner_are_not_taken(exchange):
 
 def core_for(exchange, tmp_path, per_student=True) -> FetchCore:
     data_file = tmp_path / "problem_data.yaml"
-    data_file.write_text(f"variants: {{per_student: {str(per_student).lower()}, salt: test-fetch}}\n")
+    data_file.write_text(f"variants: {{per_student: {str(per_student).lower()}, salt: test-fetch-course-salt}}\n")
     return FetchCore(exchange, data_file, frozenset({os.getuid()}))
 
 

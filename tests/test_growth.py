@@ -31,7 +31,7 @@ CLASS = [f"student{k:02d}" for k in range(6)]
 @pytest.fixture
 def course_data():
     data = load_course_data(None)
-    return {**data, "variants": {"per_student": True, "salt": "growth"}}
+    return {**data, "variants": {"per_student": True, "salt": "growth-test-course-salt"}}
 
 
 def _counting(monkeypatch):
@@ -176,7 +176,7 @@ def test_without_a_store_the_judge_still_names_the_classmate(course_data, tmp_pa
 
 def test_a_store_of_other_data_is_not_used(course_data, tmp_path):
     write_class_keys(tmp_path / "keys", course_data, CLASS)
-    other = {**course_data, "variants": {"per_student": True, "salt": "another year"}}
+    other = {**course_data, "variants": {"per_student": True, "salt": "another year, another salt"}}
     assert stored_class_keys(tmp_path / "keys", other, 8) == {}
     wrong = student_key(other, "student02", [8])["p8.a.I_x"].value
     found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", wrong, other)

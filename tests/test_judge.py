@@ -319,7 +319,7 @@ def test_a_printed_erratum_value_passes_for_the_books_numbers_only():
     from rbtutor.problems.variants import load_course_data, student_key
 
     data = load_course_data(None)
-    data["variants"] = {"per_student": True, "salt": "errata-test"}
+    data["variants"] = {"per_student": True, "salt": "errata-test-course-salt"}
     printed = {"p9.d.K": 6.6e5, "p9.d.phi_deg": -0.4569, "p9.d.heel_ratio": 0.39, "p2.b.rot_fraction": 2.5}
     for answer_id, value in printed.items():
         assert verdict(answer_id, value).diagnosis == "accepted_printed", answer_id

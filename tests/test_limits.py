@@ -137,7 +137,7 @@ def bounded_execute(work: Path, sources: list[str], tmp_path: Path, student: str
                  "metadata": {"path": str(work)}}
     traits.setdefault("timeout", 60)
     runner = BoundedExecute(kernel_name=sandbox.KERNEL_NAME, report_dir=str(tmp_path),
-                            seed_salt="test-salt", **traits)
+                            seed_key="test-key", **traits)
     try:
         nb, resources = runner.preprocess(nb, resources)
     finally:
@@ -233,7 +233,7 @@ def draw(nb) -> list[str]:
 
 def test_each_submission_has_its_own_seed_whichever_way_its_kernel_starts(one_course, tmp_path, monkeypatch):
     """Two zygote copies for two students draw different numbers; a fresh kernel and a copy for the
-    same student draw the same ones, from the seed derived from the salt, student and assignment,
+    same student draw the same ones, from the seed derived from the student and assignment under the key,
     with the same hash seed."""
     _, work = one_course
     monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
@@ -245,14 +245,14 @@ def test_each_submission_has_its_own_seed_whichever_way_its_kernel_starts(one_co
     assert other[:2] != copy[:2], (other, copy)
     assert other[2:] == copy[2:]
     assert copy[3] == "0"  # one fixed hash seed (PYTHONHASHSEED=0) for every kernel
-    assert float(copy[0]) == random.Random(kernel_seed("test-salt", "s1", "a")).random()
+    assert float(copy[0]) == random.Random(kernel_seed(b"test-key", "s1", "a")).random()
 
 
 def test_kernel_seed_is_per_submission():
-    seed = kernel_seed("salt", "s1", "problem03")
-    assert seed == kernel_seed("salt", "s1", "problem03")  # a re-grade draws the same numbers
-    others = {kernel_seed("salt", "s2", "problem03"), kernel_seed("salt", "s1", "problem04"),
-              kernel_seed("other salt", "s1", "problem03")}
+    seed = kernel_seed(b"key", "s1", "problem03")
+    assert seed == kernel_seed(b"key", "s1", "problem03")  # a re-grade draws the same numbers
+    others = {kernel_seed(b"key", "s2", "problem03"), kernel_seed(b"key", "s1", "problem04"),
+              kernel_seed(b"other key", "s1", "problem03")}
     assert seed not in others
     assert len(others) == 3
 

@@ -48,7 +48,7 @@ from rbtutor.problems.variants import load_course_data, student_key
 
 TRIES_A_DAY = 240  # the default limit, 10 checks an hour, for 24 hours
 STUDENT = "student1"
-COURSE_DATA = 'variants: {per_student: true, salt: "oracle-test"}\n'
+COURSE_DATA = 'variants: {per_student: true, salt: "oracle-test-course-salt"}\n'
 #: where the bot starts: its attempt is the key times this (46 % too small, 60 % too large)
 STARTS = (0.54, 1.6)
 #: the bot's prior: the key is within this factor of its attempt

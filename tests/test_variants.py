@@ -115,12 +115,13 @@ def test_course_data_file_switches_variants_and_sets_the_salt(tmp_path):
     from rbtutor.problems.variants import per_student
 
     path = tmp_path / "problem_data.yaml"
-    path.write_text("variants: {per_student: true, salt: fall}\nload: {gm: 1.30}\n")
+    path.write_text("variants: {per_student: true, salt: fall-term-course-salt}\nload: {gm: 1.30}\n")
     data = load_course_data(path)
     assert per_student(data)
     assert not per_student(DATA)
     assert data["load"]["gm"] == 1.30
-    assert variant(data, "alice") == variant({**DATA, "load": {**DATA["load"], "gm": 1.30}}, "alice", salt="fall")
+    merged = {**DATA, "load": {**DATA["load"], "gm": 1.30}}
+    assert variant(data, "alice") == variant(merged, "alice", salt="fall-term-course-salt")
     assert "variants" not in variant(data, "alice")
     assert "variants" not in variant(data, "")
     path.write_text("variants: {per_student: yes please}\n")
@@ -374,10 +375,51 @@ def test_copied_numbers_fail_another_students_key(variants):
     assert fits / total < 0.02, f"{fits} of {total} copied answers passed"
 
 
+@pytest.mark.parametrize("salt", ["", "2026-autumn", "x" * 15])
+def test_a_course_with_per_student_numbers_refuses_an_empty_or_short_salt(tmp_path, salt):
+    """Each place that derives a student's numbers from course data refuses a guessable salt."""
+    from rbtutor.course.layout import CourseLayout
+    from rbtutor.course.render import render_course
+    from rbtutor.grading.judge import course_reference
+    from rbtutor.problems.variants import MIN_SALT_LENGTH, data_digest, per_student, settings
+
+    assert len(salt) < MIN_SALT_LENGTH
+    section = f"variants: {{per_student: true, salt: '{salt}'}}\n"
+    path = tmp_path / "problem_data.yaml"
+    path.write_text(section)
+    data = {**DATA, "variants": {"per_student": True, "salt": salt}}
+    message = f"salt of at least {MIN_SALT_LENGTH} characters"
+    for call in (lambda: settings(data), lambda: per_student(data), lambda: data_digest(data),
+                 lambda: variant(data, "alice"), lambda: student_key(data, "alice", [3]),
+                 lambda: load_course_data(path), lambda: course_reference(path)):
+        with pytest.raises(ValueError, match=message):
+            call()
+    shutil.copytree(ROOT / "exercises" / "problem03", tmp_path / "exercises" / "problem03")
+    layout = CourseLayout(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        render_course(layout, str(path))
+    assert not layout.data_file.exists()  # nothing rendered, nothing saved for the grader
+    for command in ("data", "key"):
+        out = subprocess.run([sys.executable, "-m", "rbtutor", command, "--data", str(path), "--student", "alice"],
+                             capture_output=True, text=True)
+        assert out.returncode == 2, out.stdout
+        assert message in out.stderr
+        assert not out.stdout
+
+
+def test_a_long_salt_or_variants_off_is_accepted():
+    from rbtutor.problems.variants import MIN_SALT_LENGTH, settings
+
+    salt = "f" * MIN_SALT_LENGTH
+    assert settings({"variants": {"per_student": True, "salt": salt}}) == {"per_student": True, "salt": salt}
+    assert settings({"variants": {"per_student": False}}) == {"per_student": False, "salt": ""}
+    assert variant({**DATA, "variants": {"per_student": True, "salt": salt}}, "alice") == variant(DATA, "alice", salt)
+
+
 # --------------------------------------------------------------------------- fetch hook and grading
 
 
-def make_course(tmp: Path, salt: str = "test") -> Path:
+def make_course(tmp: Path, salt: str = "variants-test-course") -> Path:
     course = tmp / "course"
     (course / "exercises").mkdir(parents=True)
     shutil.copy2(ROOT / "nbgrader_config.py", course)
@@ -428,7 +470,7 @@ def graded_class(tmp_path_factory):
     from rbtutor.course.render import data_source
 
     course = make_course(tmp_path_factory.mktemp("variants"))
-    course_data = load_course_data(course / "exercises" / "problem_data.yaml")  # salt "test"
+    course_data = load_course_data(course / "exercises" / "problem_data.yaml")  # salt "variants-test-course"
     generated = run_course(course, "generate")
     assert generated.returncode == 0, generated.stdout + generated.stderr
     assert api(course).release_assignment("problem03")["success"]
@@ -526,12 +568,12 @@ def test_render_keeps_the_variants_section_and_shows_the_course_numbers(tmp_path
     from rbtutor.problems.variants import per_student
 
     shutil.copytree(ROOT / "exercises" / "problem03", tmp_path / "exercises" / "problem03")
-    (tmp_path / "ship.yaml").write_text("variants: {per_student: true, salt: x}\nturn: {gm: 1.7}\n")
+    (tmp_path / "ship.yaml").write_text("variants: {per_student: true, salt: render-test-salt-x}\nturn: {gm: 1.7}\n")
     layout = CourseLayout(tmp_path)
     render_course(layout, str(tmp_path / "ship.yaml"))
     saved = load_course_data(layout.data_file)
     assert per_student(saved)
-    assert saved["variants"]["salt"] == "x"
+    assert saved["variants"]["salt"] == "render-test-salt-x"
     assert saved["turn"]["gm"] == 1.7
     nb = nbformat.read(tmp_path / "exercises" / "problem03" / "problem03.ipynb", as_version=4)
     assert data_cell(nb).source == data_source(3, {**DATA, "turn": {**DATA["turn"], "gm": 1.7}})

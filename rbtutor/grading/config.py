@@ -165,9 +165,10 @@ class GradingConfig:
     execute_max_message_depth: int = option(
         64, unit="levels", step="execute", where=("rbtutor.grading.execute:MAX_MESSAGE_DEPTH",),
         help="Deepest nesting of a message's content and metadata the grader accepts.")
-    execute_seed_salt: str | None = option(
-        None, unit="text", step="execute", where=("rbtutor.grading.execute:BoundedExecute.seed_salt",),
-        help="Salt of each kernel's random seed; None takes the course data's variants salt.")
+    execute_seed_key: str | None = option(
+        None, unit="text", step="execute", where=("rbtutor.grading.execute:BoundedExecute.seed_key",),
+        help="Key of each kernel's random seed; None takes the grader's random key in the course's "
+             ".grading folder (never the variants salt, which a seed must not reveal).")
     execute_shutdown_kernel: str = option(
         "immediate", unit="graceful | immediate", step="execute",
         where=("rbtutor.grading.execute:BoundedExecute.shutdown_kernel",),

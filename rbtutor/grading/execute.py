@@ -20,14 +20,16 @@ keeps its first value (``display_update_ignored``).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import re
+import secrets
 import shutil
 import signal
 import stat
 import sys
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import partial
 from pathlib import Path
 from queue import Empty
@@ -45,9 +47,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Enum, Float, Integer, Type, Unicode, default
 
-from ..problems.variants import settings
 from .config import GRADING
-from .judge import course_reference
 from .outputs import cut, note, output_size, size_of, text_of
 from .protocol import ANSWER_MIME
 from .report import Events, event, grading_meta
@@ -347,11 +347,65 @@ async def first(channel, wait: float, wanted):
     return None
 
 
-def kernel_seed(salt: str, student: str, assignment: str) -> int:
+def kernel_seed(key: bytes, student: str, assignment: str) -> int:
     """The seed of ``random`` and NumPy's global generator in the kernel that runs one submission:
-    the same for a student's assignment on every re-grade, different between students and assignments."""
-    digest = hashlib.sha256("\0".join(("rbtutor-kernel-seed-1", salt, student, assignment)).encode()).digest()
-    return int.from_bytes(digest[:8], "big")
+    the same for a student's assignment on every re-grade, different between students and assignments.
+
+    The seed is HMAC-SHA256 of the student and the assignment under ``key``, the grader's own
+    random key (:func:`seed_key`), cut to 64 bits. Why not the course's variants salt: the kernel
+    is the student's, so they can print their seed, and the function that makes it is public. A
+    seed made from the salt by any public function (a hash, or an HMAC keyed by the salt) lets
+    whoever knows the seed test salt guesses offline, one hash per guess, and a confirmed salt
+    gives every classmate's numbers and key. Under a key that is random, kept by the grader and
+    independent of the salt, the seed says nothing about the salt, and without the key a student
+    cannot work out a classmate's seed either.
+    """
+    message = "\0".join(("rbtutor-kernel-seed-2", student, assignment)).encode("utf-8", "surrogateescape")
+    return int.from_bytes(hmac.new(bytes(key), message, hashlib.sha256).digest()[:8], "big")
+
+
+#: the grader's key of the kernels' seeds, in the course's private scratch folder (``<root>/.grading``)
+SEED_KEY_FILE = Path(".grading") / "kernel_seed.key"
+
+
+def seed_key(path: str | Path) -> bytes:
+    """The grader's key of the kernels' seeds, read from ``path``; made there first if it is missing.
+
+    A new key is 32 random bytes, written as hex to a file of mode 0600 (its folder made with
+    mode 0700) and put in place with a hard link, so that grading processes starting together
+    agree on one key. The file is opened without following a link and must be a regular file
+    that only its owner can read and write.
+
+    Raises
+    ------
+    ValueError
+        If the file is a link or not a regular file, others may read or write it, or it does not
+        hold a key (64 hexadecimal digits).
+    """
+    path = Path(path)
+    if not os.path.lexists(path):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".kernel_seed-")  # mode 0600
+        try:
+            with os.fdopen(handle, "w") as out:
+                out.write(secrets.token_hex(32) + "\n")
+            with suppress(FileExistsError):  # another process was first: its key is the one read below
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd) as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"expected the kernels' seed key {path} to be a regular file")
+        if info.st_mode & 0o077:
+            raise ValueError(f"expected the kernels' seed key {path} to be private (mode 0600), got mode "
+                             f"{stat.S_IMODE(info.st_mode):04o}")
+        text = handle.read(200).strip()
+    if not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise ValueError(f"expected 64 hexadecimal digits in the kernels' seed key {path}; remove the file "
+                         "and a new key is made (re-graded kernels then draw other numbers)")
+    return bytes.fromhex(text)
 
 
 _said: set[str] = set()  # what this process has already said about how its kernels start
@@ -411,8 +465,9 @@ class BoundedExecute(Events, Execute):
                                 "bytes is dropped by zmq before it reaches the grader").tag(config=True)
     report_dir = Unicode("", help="folder of the integrity events (default: "
                          "<CourseDirectory.root>/integrity)").tag(config=True)
-    seed_salt = Unicode(GRADING.execute_seed_salt, allow_none=True, help="the salt of the kernels' seeds "
-                        "(kernel_seed); by default the course data's variants salt").tag(config=True)
+    seed_key = Unicode(GRADING.execute_seed_key, allow_none=True, help="the key of the kernels' seeds "
+                       "(kernel_seed), as text; by default the grader's random key in <CourseDirectory.root>/"
+                       f"{SEED_KEY_FILE} (seed_key), never the course's variants salt").tag(config=True)
     # A graded kernel is thrown away: killing it at once saves the ~0.2 s a polite
     # shutdown takes (the sandbox goes with it: bwrap's pid namespace ends with it).
     shutdown_kernel = Enum(["graceful", "immediate"], default_value=GRADING.execute_shutdown_kernel,
@@ -493,28 +548,30 @@ class BoundedExecute(Events, Execute):
         if root:
             hidden = [p for p in env.get("RBTUTOR_COURSE_ROOT", "").split(os.pathsep) if p]
             env["RBTUTOR_COURSE_ROOT"] = os.pathsep.join(dict.fromkeys([*hidden, str(root)]))
-        env["RBTUTOR_KERNEL_SEED"] = str(self._seed())
+        seed = self._seed()
+        if seed is None:  # the sandbox then gives the kernel a random seed of its own
+            env.pop("RBTUTOR_KERNEL_SEED", None)
+        else:
+            env["RBTUTOR_KERNEL_SEED"] = str(seed)
         kwargs["env"] = env
         return await super().async_start_new_kernel(**kwargs)
 
     # nbclient binds its synchronous start_new_kernel to its own coroutine: bound again to this one
     start_new_kernel = run_sync(async_start_new_kernel)
 
-    def _seed(self) -> int:
-        """This submission's seed (:func:`kernel_seed`), from the course salt, the student and the assignment."""
+    def _seed(self) -> int | None:
+        """This submission's seed (:func:`kernel_seed`) under the configured or the grader's key; None
+        (a random seed, said once) when neither a key is configured nor a course root is known."""
         info = self.resources.get("nbgrader") or {}
-        salt = self.seed_salt
-        if salt is None:
-            salt = self._course_salt()
-        return kernel_seed(salt, str(info.get("student", "")), str(info.get("assignment", "")))
-
-    def _course_salt(self) -> str:
-        try:
-            data_file = self.config.JudgeAnswers.data_file if "data_file" in self.config.JudgeAnswers else None
-        except AttributeError:
-            data_file = None
-
-        return settings(course_reference(data_file)[0])["salt"]
+        if self.seed_key is not None:
+            key = self.seed_key.encode("utf-8")
+        elif self._course_root():
+            key = seed_key(Path(self._course_root()) / SEED_KEY_FILE)
+        else:
+            _say_once(self.log, "rbtutor: no course root and no BoundedExecute.seed_key: each kernel gets "
+                      "a random seed, not the same on a re-grade")
+            return None
+        return kernel_seed(key, str(info.get("student", "")), str(info.get("assignment", "")))
 
     def _record_of_kernel(self) -> dict:
         return kernel_record(self._ipc, "connection")

@@ -14,10 +14,21 @@ The course data itself is the instructor's own variant: the ids in
 Switch and salt
 ---------------
 Variants are on for a course when its data file (``exercises/problem_data.yaml``)
-has a section ``variants: {per_student: true, salt: "..."}``; ``salt`` is optional
-(default empty) and changes every student's numbers at once, e.g. from one year to
-the next. :func:`load_course_data` reads such a file (the section is not part of the
-reference data, so :func:`rbtutor.problems.load_data` would refuse it).
+has a section ``variants: {per_student: true, salt: "..."}``; the salt changes every
+student's numbers at once, e.g. from one year to the next. :func:`load_course_data` reads
+such a file (the section is not part of the reference data, so
+:func:`rbtutor.problems.load_data` would refuse it).
+
+The salt is the course's secret, and it is one that can be *confirmed*: rbtutor is public,
+so a student who guesses a salt can derive their own numbers from the guess and compare them
+with the numbers they were given; a match gives them every classmate's numbers and key. Only
+a salt too large to guess protects the class. So a course with ``per_student: true`` must
+have a salt of at least :data:`MIN_SALT_LENGTH` characters, and :func:`settings` (which every
+path that derives a student's numbers goes through: :func:`load_course_data`,
+:func:`variant`, :func:`student_key`, :func:`data_digest`) refuses an empty or shorter one. The
+bound is that of the salt the hub writes (16 hexadecimal digits, 64 random bits); it rules out
+the words and dates a person would type, but a length cannot prove randomness: make the salt
+with ``python -c "import secrets; print(secrets.token_hex(16))"``.
 
 How the numbers vary (relative to the course data; zeros stay zero, signs never change)
 --------------------------------------------------------------------------------------
@@ -92,6 +103,8 @@ RESERVED_IDS = frozenset({"", "reference"})
 MAX_CHANGE = 0.15
 #: redraws of one section before giving up (a valid draw comes within a few)
 MAX_DRAWS = 200
+#: the shortest salt a course with per-student numbers may have (see "Switch and salt" above)
+MIN_SALT_LENGTH = 16
 #: at most this many classmates are tried when the grader looks for whose numbers a wrong answer fits
 MAX_CLASS = 1000
 
@@ -109,7 +122,12 @@ _EULER_SEEDS = {
 
 
 def settings(data: dict) -> dict:
-    """``{"per_student": bool, "salt": str}`` of the course data (off, empty salt, by default)."""
+    """``{"per_student": bool, "salt": str}`` of the course data (off, empty salt, by default).
+
+    Raises ``ValueError`` for a malformed section, and when ``per_student`` is true with a salt
+    shorter than :data:`MIN_SALT_LENGTH` characters (a salt that short can be guessed, and each
+    guess checked against one student's own numbers).
+    """
     raw = data.get(SETTINGS_KEY) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"expected a mapping for {SETTINGS_KEY}, got {raw!r}")
@@ -122,7 +140,14 @@ def settings(data: dict) -> dict:
     salt = raw.get("salt", "")
     if salt is None:
         salt = ""
-    return {"per_student": per_student, "salt": str(salt)}
+    salt = str(salt)
+    if per_student and len(salt) < MIN_SALT_LENGTH:
+        raise ValueError(
+            f"expected a salt of at least {MIN_SALT_LENGTH} characters with {SETTINGS_KEY}.per_student "
+            f"true, got {'an empty salt' if not salt else f'one of {len(salt)}'}: a short salt can be "
+            "guessed and checked against a student's own numbers; make one with "
+            "python -c \"import secrets; print(secrets.token_hex(16))\"")
+    return {"per_student": per_student, "salt": salt}
 
 
 def per_student(data: dict) -> bool:

@@ -35,10 +35,10 @@ It is an IPython kernel with these differences from a plain one:
   stderr a pipe the launcher reads, keeping the first 64 KiB and counting the rest
   (:func:`kernel_record`, which the grader reads and names in the integrity report);
 * it is seeded: ``random`` and NumPy's global generator get the submission's seed
-  (``RBTUTOR_KERNEL_SEED``, which the grader derives from the course salt, the student and the
-  assignment; a random one when none is given) just before the first cell, and every grading
-  kernel runs with ``PYTHONHASHSEED=0``, so a kernel started from nothing and a zygote copy
-  draw the same numbers and order sets the same way.
+  (``RBTUTOR_KERNEL_SEED``, which the grader derives from the student and the assignment under a
+  random key of its own, never from the course salt; a random one when none is given) just
+  before the first cell, and every grading kernel runs with ``PYTHONHASHSEED=0``, so a kernel
+  started from nothing and a zygote copy draw the same numbers and order sets the same way.
 
 :func:`install` writes the kernelspec ``rbtutor-student`` into the environment; its
 argv is ``python -I <this package>/__main__.py -f {connection_file}`` (a script that loads
