@@ -318,3 +318,39 @@ def test_the_seed_key_is_made_once_and_must_be_private(tmp_path):
     path.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(OSError, match="symbolic links"):  # O_NOFOLLOW: a link is never read (ELOOP)
         seed_key(path)
+
+
+# --------------------------------------------------------------------------- nbclient's helper tasks
+
+LEFT_BEHIND = """
+import asyncio, gc, sys, tempfile
+from nbformat.v4 import new_code_cell, new_notebook
+from jupyter_core.utils import ensure_event_loop
+from rbtutor.grading.execute import BoundedExecute
+
+cells = [new_code_cell(source) for source in sys.argv[1:]]
+runner = BoundedExecute(kernel_name="python3", report_dir=tempfile.mkdtemp(), timeout=30, seed_key="")
+nb, resources = runner.preprocess(new_notebook(cells=cells), {"nbgrader": {"student": "s", "assignment": "a"}})
+print("EVENTS", *[e["kind"] for e in resources["rbtutor"]["events"]])
+loop = ensure_event_loop()
+print("LEFT", len([t for t in asyncio.all_tasks(loop) if not t.done()]))
+loop.run_until_complete(asyncio.sleep(1.5))  # as when the same worker grades its next notebook
+del runner
+gc.collect()
+"""
+
+
+def test_no_task_of_a_cell_outlives_it():
+    """A cell ended by a malformed message left nbclient's kernel-alive poller running in the worker's
+    event loop; it failed at the next notebook (``assert self.kc is not None``) and asyncio printed
+    "Task exception was never retrieved" into the grading run's output."""
+    import subprocess
+    import sys
+
+    cells = ["print('before')", FORGED.format(content='b"{not json"'), "print('after')"]
+    done = subprocess.run([sys.executable, "-c", LEFT_BEHIND, *cells], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "EVENTS message_malformed" in done.stdout, done.stdout + done.stderr
+    assert "LEFT 0" in done.stdout, done.stdout
+    assert "never retrieved" not in done.stderr, done.stderr
+    assert "was destroyed" not in done.stderr, done.stderr

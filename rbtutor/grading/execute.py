@@ -19,6 +19,7 @@ keeps its first value (``display_update_ignored``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import os
@@ -347,6 +348,15 @@ async def first(channel, wait: float, wanted):
     return None
 
 
+async def end_tasks(tasks) -> list:
+    """Cancel those of ``tasks`` still running and wait for all of them; return what each ended with
+    (a result, or the exception it raised, retrieved so that asyncio does not report it as lost)."""
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def kernel_seed(key: bytes, student: str, assignment: str) -> int:
     """The seed of ``random`` and NumPy's global generator in the kernel that runs one submission:
     the same for a student's assignment on every re-grade, different between students and assignments.
@@ -558,6 +568,28 @@ class BoundedExecute(Events, Execute):
 
     # nbclient binds its synchronous start_new_kernel to its own coroutine: bound again to this one
     start_new_kernel = run_sync(async_start_new_kernel)
+
+    # nbclient runs each cell with two helper tasks (one reads IOPub, one looks every second whether
+    # the kernel lives) and ends them only on the paths it expects. When a cell ends otherwise (a
+    # malformed message, an exception in output handling, a flood cut off) a helper outlives the
+    # cell in this process's event loop; once the kernel is cleaned up, the next run of the loop (the
+    # worker's next notebook) makes it fail (``assert self.kc is not None``) and asyncio prints "Task
+    # exception was never retrieved" to stderr. So each cell's helpers are ended and awaited here,
+    # however the cell ended; what they raised is retrieved, and the cell's own outcome stands.
+
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
+        self._cell_helpers = (task_poll_output_msg, task_poll_kernel_alive)
+        return await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
+                                                   task_poll_kernel_alive)
+
+    async def async_execute_cell(self, *args, **kwargs):
+        self._cell_helpers = ()
+        try:
+            return await super().async_execute_cell(*args, **kwargs)
+        finally:
+            await end_tasks(self._cell_helpers)
+
+    execute_cell = run_sync(async_execute_cell)
 
     def _seed(self) -> int | None:
         """This submission's seed (:func:`kernel_seed`) under the configured or the grader's key; None
