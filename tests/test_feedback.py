@@ -508,6 +508,33 @@ def test_page_has_no_active_content_and_no_url(page):
     assert all(not a.get("href") or a["href"].startswith("#") for a in soup.find_all("a"))
 
 
+C1_CONTROLS = "".join(chr(c) for c in range(0x80, 0xA0))
+
+
+def test_c1_controls_never_reach_the_page():
+    """U+009B (8-bit CSI) and every other C1 control, in markdown, stream, error, text/plain, HTML and a comment."""
+    nb = new_notebook(cells=[
+        new_markdown_cell("Intro \x9b2J markdown" + C1_CONTROLS),
+        new_code_cell("x = 1", outputs=[
+            new_output("stream", name="stdout", text="out \x9b31m stream \x9d0;title\x9c end" + C1_CONTROLS),
+            new_output("stream", name="stderr", text="err \x85 line"),
+            new_output("execute_result", data={"text/plain": "plain \x9b2K value" + C1_CONTROLS},
+                       execution_count=1),
+            new_output("display_data", data={"text/html": "<p>html \x9b1m bold\x90</p>"}),
+            new_output("error", ename="E", evalue="x", traceback=["E: \x9b0;31mtrace\x9f"]),
+        ]),
+    ])
+    nb.cells[1].metadata["nbgrader"] = {"grade": True, "grade_id": "p1_a", "points": 1}
+    page = render_feedback(nb, {"p1_a": (1, 1, "comment \x9b5m here")}, title="t \x9b")
+    assert not [hex(ord(c)) for c in page if 0x80 <= ord(c) <= 0x9F]
+    text = BeautifulSoup(page, "html.parser").get_text()
+    for kept in ("Intro", "markdown", "out", "stream", "end", "plain", "value", "html", "bold", "comment"):
+        assert kept in text
+    # the 8-bit sequences go whole in output text, as their 7-bit forms do: no "31m" or "2K" left
+    for left in ("31m", "2K", "0;title"):
+        assert left not in text
+
+
 def test_page_renders_the_same_from_a_sanitised_notebook():
     nb = hostile_notebook()
     sanitize_notebook(nb)
@@ -714,3 +741,22 @@ def test_a_student_cannot_pass_a_cell_off_as_a_grader_note(tmp_path):
     assert [grader_notes.is_grader_note(c) for c in nb.cells] == [False, True]  # only the real note
     page = render_feedback(nb, {"p3_a_derivation": (None, 2, None)}, title="t")
     assert "full marks" in page  # the student's own cell stays in their feedback
+
+
+def test_c1_controls_never_reach_the_stored_notebook():
+    """The notebook in autograded/ (what the Formgrader shows) loses them too: sources, streams,
+    text outputs and tracebacks; the rest of the text stays."""
+    nb = new_notebook(cells=[
+        new_markdown_cell("Intro \x9b2J markdown" + C1_CONTROLS),
+        new_code_cell("x = 1  # \x9b", outputs=[
+            new_output("stream", name="stdout", text="out \x9b31m stream"),
+            new_output("execute_result", data={"text/plain": "plain \x85 value"}, execution_count=1),
+            new_output("error", ename="E\x9b", evalue="x\x9d", traceback=["E: \x9b0;31mtrace\x9f"]),
+        ]),
+    ])
+    sanitize_notebook(nb)
+    stored = json.dumps(nb, ensure_ascii=False)
+    assert not [hex(ord(c)) for c in stored if 0x80 <= ord(c) <= 0x9F]
+    assert nb.cells[0].source.startswith("Intro 2J markdown")
+    assert nb.cells[1].outputs[0]["text"] == "out 31m stream"
+    assert nb.cells[1].outputs[1]["data"]["text/plain"] == "plain  value"

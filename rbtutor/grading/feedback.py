@@ -43,7 +43,7 @@ from .grader_notes import (
 )
 from .mathml import Remembered, _markdown_html, _source, math_to_mathml, prerender_math
 from .protocol import HAND_IN
-from .sanitize import SAFE_MIME_TYPES, SanitizeNotebook, _is_base64, sanitize_notebook
+from .sanitize import C1_CONTROLS, SAFE_MIME_TYPES, SanitizeNotebook, _is_base64, sanitize_notebook
 from .time_bound import time_bound
 
 __all__ = [
@@ -68,7 +68,9 @@ __all__ = [
 
 # --------------------------------------------------------------------------- the feedback page
 
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# escape sequences, 7-bit (ESC [ ..., ESC ] ...) and 8-bit (CSI U+009B, OSC U+009D ... ST U+009C)
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+                   r"|\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x9c]*(?:\x07|\x9c)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _HIDDEN_BEGIN = re.compile(r"^\s*#+\s*BEGIN HIDDEN TESTS\b", re.I)
 _HIDDEN_END = re.compile(r"^\s*#+\s*END HIDDEN TESTS\b", re.I)
@@ -148,7 +150,7 @@ def _plain(text) -> str:
     text = "".join(text) if isinstance(text, list) else str(text)
     text = _ANSI.sub("", text.replace("\r\n", "\n"))
     text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
-    return _CONTROL.sub("", text)
+    return C1_CONTROLS.sub("", _CONTROL.sub("", text))
 
 
 def _without_hidden_tests(source: str) -> tuple[str, bool]:
@@ -424,7 +426,8 @@ def _page(title: str, scores: dict, rows: list, cells_html: list[str], pygments_
     # A web address a student printed or wrote stays readable text, never a link (hrefs outside the
     # page are removed above); its "//" is written as an entity so the page holds no URL to follow.
     body = _WEB_ADDRESS.sub(lambda m: m.group(1) + ":/&#47;", body)
-    return head + "<body>\n" + body + "</body>\n</html>\n"
+    # C1 controls wherever they came from (markdown, HTML and text outputs, comments) are left out
+    return C1_CONTROLS.sub("", head + "<body>\n" + body + "</body>\n</html>\n")
 
 
 #: Bounds of one feedback page: after this many seconds, or this many bytes of rendered cells, the

@@ -61,6 +61,40 @@ SAFE_MIME_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", "im
 _RBTUTOR_MIME = "application/vnd.rbtutor."  # the course's own inert payloads (hand_in)
 
 # Markdown that may hold HTML, an image (which would load), an entity or a scheme that runs: rewritten.
+#: C1 control characters (U+0080-U+009F): no text a page shows needs one, and U+009B is a terminal's
+#: 8-bit CSI; removed from every text of the stored notebook and of the feedback page
+C1_CONTROLS = re.compile(r"[\x80-\x9f]")
+#: the outputs' text fields and MIME types a page shows as text
+_SHOWN_TEXT = ("text", "traceback", "evalue", "ename")
+_SHOWN_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex")
+
+
+def _without_c1(value):
+    """``value`` (a string or a list of strings) with its C1 control characters removed."""
+    if isinstance(value, str):
+        return C1_CONTROLS.sub("", value)
+    if isinstance(value, list):
+        return [C1_CONTROLS.sub("", v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+def strip_c1(cell) -> None:
+    """Remove C1 control characters from a cell's source and its outputs' shown text, in place."""
+    if "source" in cell:
+        cell["source"] = _without_c1(cell["source"])
+    for output in cell.get("outputs", []):
+        if not isinstance(output, dict):
+            continue
+        for key in _SHOWN_TEXT:
+            if key in output:
+                output[key] = _without_c1(output[key])
+        data = output.get("data")
+        if isinstance(data, dict):
+            for mime in _SHOWN_TYPES:
+                if mime in data:
+                    data[mime] = _without_c1(data[mime])
+
+
 _NEEDS_REWRITE = re.compile(r"<[A-Za-z/!?]|!\[|script|data\s*:|&#|&colon|&tab|&newline", re.I)
 
 
@@ -131,7 +165,8 @@ def sanitize_notebook(nb) -> list[dict]:
     links only to ``http``, ``https``, ``mailto`` or ``#``; images only from
     ``data:image/png|jpeg|gif;base64``. ``text/markdown`` outputs are rendered and cleaned
     as markdown cells are, and ``image/png|jpeg|gif`` that is not base64 is dropped.
-    Widget state in the notebook metadata is dropped.
+    Widget state in the notebook metadata is dropped, and C1 control characters are removed from
+    every cell's source and its outputs' shown text (:func:`strip_c1`).
 
     Run it on the notebook the grader stores in ``autograded/`` after the scores are
     recorded (nbgrader's ``SaveAutoGrades`` compares a written answer's source with its
@@ -156,6 +191,8 @@ def sanitize_notebook(nb) -> list[dict]:
         events.append({"kind": "html_sanitised", "message": "notebook: widget state dropped",
                        "cell": None, "removed": ["widget state"]})
     for index, cell in enumerate(nb.get("cells", [])):
+        if isinstance(cell, dict):
+            strip_c1(cell)
         kind = cell.get("cell_type")
         if kind in ("markdown", "raw"):
             source = _source(cell)
