@@ -183,6 +183,50 @@ def test_cells_are_never_formulas(graded_class, tmp_path):
         assert any(cell.startswith("'=HYPERLINK") for cell in cells), lms
 
 
+HIDDEN_FORMULAS = ["\ufeff=1+1", "\u200b@SUM(A1)", "\u00a0=1", "\uff1d1+1", "\u3000\uff0b1", "\u2060\uff0d1",
+                   "\uff20SUM(A1)", "\u200e\u00a0\ufeff=HYPERLINK(\"http://x\")"]
+
+
+def _runs_as_formula(cell: str) -> bool:
+    """What a lenient spreadsheet does: drop leading format characters and spaces of any kind, fold
+    full-width signs (NFKC), then read ``= + - @`` as the start of a formula; a leading ``'`` is text."""
+    import unicodedata
+
+    if cell.startswith("'"):
+        return False
+    folded = unicodedata.normalize("NFKC", cell)
+    kept = "".join(c for c in folded if unicodedata.category(c) != "Cf").lstrip()
+    return kept.startswith(("=", "+", "-", "@"))
+
+
+@pytest.mark.parametrize("text", HIDDEN_FORMULAS)
+def test_a_formula_behind_invisible_or_full_width_characters_is_guarded(text):
+    from rbtutor.grading.report import csv_cell
+
+    assert _runs_as_formula(text)  # the case is a formula to a lenient reader
+    assert csv_cell(text) == "'" + text  # guarded, and nothing else changed
+    assert not _runs_as_formula(csv_cell(text))
+
+
+def test_lms_files_guard_formulas_behind_invisible_characters(graded_class, tmp_path):
+    from rbtutor.course.export import export_lms
+
+    _course, grader, _roster = graded_class
+    names = HIDDEN_FORMULAS[:4]
+    roster = tmp_path / "hidden.csv"
+    students = zip(["ann", "ben", "cat", "eve"], names, strict=True)
+    lines = [ROSTER_HEADER] + [f"{student},{name},{student}@uni.test,{100 + k},S{k},{student}.x,A"
+                               for k, (student, name) in enumerate(students)]
+    roster.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for lms, delimiter in [("canvas", ","), ("moodle", ","), ("blackboard", "\t")]:
+        out = tmp_path / f"hidden-{lms}.csv"
+        export_lms(grader, lms, roster, out)
+        cells = [cell for row in _read(out, delimiter) for cell in row]
+        assert not [cell for cell in cells if _runs_as_formula(cell)], lms
+        written = {name.strip() for name in names}  # the roster reader trims spaces around a cell
+        assert {"'" + name for name in written} <= set(cells), lms
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("student_id,name,email\nann,Ann,a@x\n", "missing: lms_id, sis_user_id, sis_login_id, section"),
     (ROSTER_HEADER + "\nann,A,a@x,1,,,\nann,B,b@x,2,,,\n", "already on line 2"),

@@ -64,14 +64,37 @@ def markdown_text(value: object) -> str:
     return terminal_text(value).translate(_MARKUP)
 
 
-def csv_cell(value: object) -> str:
-    """``value`` as a CSV cell no spreadsheet runs: a leading ``'`` when it starts like a formula.
+#: categories of characters a reader does not see before a cell's text (format characters such as the
+#: BOM and zero-width space, spaces such as the no-break space, controls, marks, private and unassigned)
+_UNSEEN = frozenset({"Cf", "Cc", "Zs", "Zl", "Zp", "Mn", "Me", "Co", "Cn"})
 
-    >>> csv_cell("=SUM(7;7)"), csv_cell("ann")
-    ("'=SUM(7;7)", 'ann')
+
+def _starts_like_formula(text: str) -> bool:
+    """Whether ``text`` starts like a formula, also behind characters nobody sees and in another width.
+
+    Spreadsheets and their import filters drop a leading BOM or zero-width space, trim spaces of
+    every kind and may fold a full-width equals sign (U+FF1D) to ``=``; so the characters nobody sees are passed
+    over and the first one left is compared after NFKC normalisation (U+FF1D and U+FE66 become ``=``).
+    """
+    if text.startswith(FORMULA_STARTS):
+        return True
+    for char in text:
+        folded = unicodedata.normalize("NFKC", char)
+        if unicodedata.category(char) in _UNSEEN or not folded.strip():
+            continue
+        return folded.startswith(FORMULA_STARTS)
+    return False
+
+
+def csv_cell(value: object) -> str:
+    """``value`` as a CSV cell no spreadsheet runs: a leading ``'`` when it starts like a formula,
+    also when the formula hides behind invisible characters or is written in full-width signs.
+
+    >>> csv_cell("=SUM(7;7)"), csv_cell("\ufeff=1+1"), csv_cell("ann")
+    ("'=SUM(7;7)", "'\ufeff=1+1", 'ann')
     """
     text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    return "'" + text if _starts_like_formula(text) else text
 
 
 # --------------------------------------------------------------------------- events
