@@ -21,6 +21,7 @@ from xml.etree import ElementTree
 
 import pytest
 from test_assignments import ROOT, all_wrong, answered, run_course, submit_as
+from test_export import BAD_HAND_GRADES, bad_hand_grades  # noqa: F401 - a fixture
 
 from rbtutor.course import api
 from rbtutor.grading.intake import receipt_path
@@ -297,3 +298,29 @@ def test_page_opens_in_chromium_without_errors(graded):
     requested = [e["params"]["request"]["url"] for e in events if e.get("method") == "Network.requestWillBeSent"]
     assert requested[0] == page.as_uri(), requested
     assert all(u.startswith("data:image/svg+xml") for u in requested[1:]), requested
+
+
+def test_a_hand_grade_that_is_not_a_number_is_named_not_counted(bad_hand_grades):  # noqa: F811 - the fixture
+    """inf, -inf, NaN and out-of-range hand grades (the Formgrader's API takes them): each part is
+    counted as still to grade, the final scores are finite, and the page names every one."""
+    import math
+
+    from rbtutor.course.class_report import class_results, render_page
+    from rbtutor.course.layout import CourseLayout
+
+    course, grader, _roster = bad_hand_grades
+    [result] = class_results(CourseLayout(course), grader)
+    assert all(math.isfinite(score) for score in result.final_scores.values())
+    assert result.final_scores["fay"] == 5.0
+    assert result.final_scores["kim"] == 7.5
+    written = result.parts["p1_written"]
+    assert (written.graded, written.to_grade, written.full) == (2, len(BAD_HAND_GRADES), 0)  # kim and lee graded
+    assert result.parts["p1_auto"].graded == len(BAD_HAND_GRADES) + 2  # lee's refused override: 5 stands
+    assert result.pending == {s: 1 for s in BAD_HAND_GRADES}
+    page = render_page([result], "now")
+    text = html.unescape(re.sub(r"<[^>]*>", " ", page)) + " ".join(i.get("alt", "") for i in parse(page).images)
+    named, = re.findall(r"Hand grades not counted[^\n]*", text)  # the one place that quotes them
+    for student in [*BAD_HAND_GRADES, "lee"]:
+        assert re.search(rf"{student} problem01/p1_\w+: ", named), student
+    found = re.search(r"\binf\b|\bnan\b", text.replace(named, ""), re.I)  # as a score: nowhere
+    assert not found, text[found.start() - 80:found.end() + 40]

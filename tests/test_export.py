@@ -294,3 +294,104 @@ def test_command_line_lists_unrostered_students_and_fails(graded_class, tmp_path
                    "--out", str(tmp_path / "x.csv")])
     assert status == 2
     assert "none.csv" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- hand grades that are not numbers
+
+#: hand grades of problem01's written part (4 points) a grader could send through the Formgrader's API
+BAD_HAND_GRADES = {"fay": float("inf"), "gus": float("-inf"), "hal": float("nan"), "ida": 99.0, "jon": -1.0}
+
+
+@pytest.fixture(scope="module")
+def bad_hand_grades(tmp_path_factory):
+    """A class whose written parts were graded with inf, -inf, NaN (SQLite keeps no score), 99 of 4 and
+    -1; kim's is an honest 2.5, and lee's autograded part was overridden with inf (its 5 stands)."""
+    from rbtutor.course import api
+
+    course = tmp_path_factory.mktemp("bad-hand-grades") / "course"
+    course.mkdir()
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    grader = api(course)
+    with grader.gradebook as gradebook:
+        _add_assignment(gradebook, "problem01", [("p1_auto", AUTO, "code"), ("p1_written", WRITTEN, "markdown")])
+        for student, score in [*BAD_HAND_GRADES.items(), ("kim", 2.5), ("lee", 1.0)]:
+            gradebook.add_student(student)
+            _grade(gradebook, "problem01", student, {"p1_auto": 5.0, "p1_written": score})
+        gradebook.find_grade("p1_auto", "problem01", "problem01", "lee").manual_score = float("inf")
+        gradebook.db.commit()
+    roster = course / "roster.csv"
+    roster.write_text("\n".join([ROSTER_HEADER] + [f"{s},{s.title()} X,{s}@uni.test,{200 + k},S{k},{s}.x,A"
+                                                   for k, s in enumerate([*BAD_HAND_GRADES, "kim", "lee"])]) + "\n")
+    return course, grader, roster
+
+
+def test_grades_csv_never_holds_a_hand_grade_that_is_not_a_number(bad_hand_grades, tmp_path):
+    from rbtutor.course.grade import export_grades
+
+    _course, grader, _roster = bad_hand_grades
+    refused: list[str] = []
+    path = tmp_path / "grades.csv"
+    export_grades(grader, path, refused=refused)
+    rows = {row["student"]: row for row in csv.DictReader(path.open(newline=""))}
+    assert not re.search(r"inf|nan", path.read_text(), re.I)
+    for student in BAD_HAND_GRADES:  # not counted: the autograded 5 only, and the part is to grade
+        assert (rows[student]["score"], rows[student]["written_parts"]) == ("5", "to grade (1)"), student
+    assert (rows["kim"]["score"], rows["kim"]["written_parts"]) == ("7.5", "done")
+    assert (rows["lee"]["score"], rows["lee"]["written_parts"], rows["lee"]["overridden"]) == ("6", "done", "")
+    named = {line.split()[0]: line for line in refused}
+    assert set(named) == {*BAD_HAND_GRADES, "lee"}
+    assert "problem01/p1_written: hand grade inf is not a finite number" in named["fay"]
+    assert "not between 0 and the part's 4 points" in named["ida"]
+    assert "not between 0 and the part's 4 points" in named["jon"]
+    assert "NaN" in named["hal"]
+    assert "problem01/p1_auto" in named["lee"]
+
+
+def test_lms_files_leave_a_refused_hand_grade_empty_and_name_it(bad_hand_grades, tmp_path, capsys):
+    from rbtutor.course.export import export_lms, run_export
+    from rbtutor.course.layout import CourseLayout
+
+    course, grader, roster = bad_hand_grades
+    for lms, delimiter in [("canvas", ","), ("moodle", ","), ("blackboard", "\t")]:
+        out = tmp_path / f"{lms}.csv"
+        summary = export_lms(grader, lms, roster, out)
+        assert not re.search(r"inf|nan", out.read_text(), re.I), lms
+        header_rows = 2 if lms == "canvas" else 1  # Canvas has a Points Possible row
+        assert {line.split()[0] for line in summary.refused_hand_grades} == {*BAD_HAND_GRADES, "lee"}
+        assert all(any(s in line for line in summary.problems()) for s in BAD_HAND_GRADES)
+        assert sorted(p.split()[0] for p in summary.pending) == sorted(BAD_HAND_GRADES), lms
+        assert len(_read(out, delimiter)) == header_rows + len(BAD_HAND_GRADES) + 2, lms  # everyone is in it
+    assert run_export(CourseLayout(course), "canvas", roster, tmp_path / "cli.csv") == 1
+    assert "hand grade not counted" in capsys.readouterr().err
+    rows = _by_student(_read(tmp_path / "cli.csv"), "SIS User ID", skip=2)
+    assert rows["S5"]["problem01"] == "7.5"  # kim
+    assert rows["S6"]["problem01"] == "6"  # lee: the override refused, the autograded score stands
+    assert all(rows[f"S{k}"]["problem01"] == "" for k in range(len(BAD_HAND_GRADES)))
+
+
+def test_a_hand_grade_that_is_not_a_number_is_refused_where_it_is_entered(bad_hand_grades):
+    """What the Formgrader's grade handler does (set manual_score, then commit) fails for inf, -inf, NaN
+    and a score outside the part's points once guard_hand_grades is on; the gradebook keeps its grade."""
+    from nbgrader.api import Grade
+    from sqlalchemy import event as sql_event
+
+    from rbtutor.course.grade import _refuse_entered, guard_hand_grades
+
+    _course, grader, _roster = bad_hand_grades
+    guard_hand_grades()
+    guard_hand_grades()  # once only
+    try:
+        with grader.gradebook as gradebook:
+            grade = gradebook.find_grade("p1_written", "problem01", "problem01", "kim")
+            for value in (float("inf"), float("-inf"), float("nan"), 4.5, -0.5):
+                with pytest.raises(ValueError, match="expected a"):
+                    grade.manual_score = value
+                assert grade.manual_score == 2.5
+            with pytest.raises(ValueError, match="finite"):
+                grade.extra_credit = float("inf")
+            grade.manual_score = 4.0  # a real grade still goes in
+            grade.manual_score = 2.5
+            gradebook.db.commit()
+    finally:
+        for column in (Grade.manual_score, Grade.extra_credit):
+            sql_event.remove(column, "set", _refuse_entered)

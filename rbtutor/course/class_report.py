@@ -84,6 +84,7 @@ class AssignmentResult:
     late: list[str] = field(default_factory=list)
     parts: dict[str, PartResult] = field(default_factory=dict)
     not_graded: dict[str, str] = field(default_factory=dict)  # student -> reason
+    refused_hand_grades: list[str] = field(default_factory=list)  # "student notebook/part: why", not counted
     flags: list[dict] = field(default_factory=list)  # integrity_report.json entries with events
 
 
@@ -149,18 +150,27 @@ def _part_order(layout: CourseLayout, assignment: str) -> list[str]:
 def _read_submissions(grader) -> list[dict]:
     """Every graded submission as plain data: student, assignment, lateness, each part's score."""
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
-    from .grade import each_submission
+    from .grade import each_submission, hand_grade_problem
 
     rows = []
     with grader.gradebook as gradebook:
         for submission in each_submission(gradebook):
-            parts = [{"notebook": nb.name, "grade_id": g.name, "max_score": g.max_score, "score": g.score,
-                      "to_grade": bool(g.needs_manual_grade),
-                      "autograded": g.auto_score is not None and g.manual_score is None}
-                     for nb in submission.notebooks for g in nb.grades]
+            parts = [_part(nb.name, g, hand_grade_problem(g)) for nb in submission.notebooks for g in nb.grades]
             rows.append({"student": submission.student.id, "assignment": submission.assignment.name,
                          "late": submission.total_seconds_late > 0, "parts": parts})
     return rows
+
+
+def _part(notebook: str, grade, refused: str | None) -> dict:
+    """One part of a submission as the report counts it. A refused hand grade (``refused``, from
+    :func:`rbtutor.course.grade.hand_grade_problem`: inf, NaN, outside the part's points) is not
+    counted, as in grades.csv: the autograded score stands, and a written part is still to grade."""
+    if refused is None:
+        score, to_grade, by_hand = grade.score, bool(grade.needs_manual_grade), grade.manual_score is not None
+    else:
+        score, to_grade, by_hand = grade.auto_score, grade.needs_manual_grade or grade.auto_score is None, False
+    return {"notebook": notebook, "grade_id": grade.name, "max_score": grade.max_score, "score": score,
+            "to_grade": to_grade, "refused": refused, "autograded": grade.auto_score is not None and not by_hand}
 
 
 def _integrity_entries(layout: CourseLayout) -> list[dict]:
@@ -207,6 +217,9 @@ def class_results(layout: CourseLayout, grader, failures=()) -> list[AssignmentR
         cells: dict[str, dict[str, dict]] = {}  # this submission's notebooks, read when a part failed
         for part in row["parts"]:
             _count_part(layout, result, row["student"], part, cells)
+            if part["refused"]:
+                result.refused_hand_grades.append(f"{row['student']} {part['notebook']}/{part['grade_id']}: "
+                                                  f"{part['refused']}")
     for name in results:
         order = {gid: k for k, gid in enumerate(_part_order(layout, name))}
         parts = results[name].parts
@@ -354,6 +367,9 @@ def assignment_section(result: AssignmentResult) -> str:
     if result.not_graded:
         parts.append(_table(f"Submissions of {result.name} not graded", ["student", "reason"],
                             [[s, r] for s, r in sorted(result.not_graded.items())]))
+    if result.refused_hand_grades:
+        parts.append(f"<p>Hand grades not counted (not a number from 0 to the part's points; grade these parts "
+                     f"again): {_e('; '.join(result.refused_hand_grades))}.</p>")
     if result.late:
         parts.append(f"<p>Late: {_e(', '.join(sorted(result.late)))}.</p>")
     if result.flags:

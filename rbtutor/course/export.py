@@ -41,6 +41,7 @@ spreadsheet runs one as a formula.
 from __future__ import annotations
 
 import csv
+import math
 import sys
 import tempfile
 import unicodedata
@@ -170,16 +171,21 @@ class Grade:
 def _number(cell: str, what: str) -> str:
     text = cell[1:] if cell.startswith("'") else cell  # csv_cell guards a leading '-'
     try:
-        return f"{float(text):g}"
+        value = float(text)
     except ValueError:
         raise ValueError(f"expected a number for {what} in grades.csv, got {cell!r}") from None
+    if not math.isfinite(value):  # float() reads "inf" and "nan": never passed on to an LMS
+        raise ValueError(f"expected a finite number for {what} in grades.csv, got {cell!r}")
+    return f"{value:g}"
 
 
-def class_grades(grader) -> tuple[dict[str, str], dict[tuple[str, str], Grade]]:
+def class_grades(grader, refused: list[str] | None = None,
+                 ) -> tuple[dict[str, str], dict[tuple[str, str], Grade]]:
     """The assignments with their points possible, and every graded submission's :class:`Grade`.
 
     The rows are those :func:`rbtutor.course.grade.export_grades` writes (its ``final_score``
-    and ``written_parts`` columns), not a second computation of them.
+    and ``written_parts`` columns), not a second computation of them; ``refused`` receives its
+    hand grades that are not counted (not a finite number from 0 to the part's points).
     """
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from .grade import export_grades
@@ -189,7 +195,7 @@ def class_grades(grader) -> tuple[dict[str, str], dict[tuple[str, str], Grade]]:
     grades = {}
     with tempfile.TemporaryDirectory(prefix="rbtutor-export-") as scratch:
         path = Path(scratch) / "grades.csv"
-        export_grades(grader, path)
+        export_grades(grader, path, refused=refused)
         with path.open(newline="") as handle:
             for row in csv.DictReader(handle):
                 if row["written_parts"] == "not graded":  # grade.NOT_GRADED_ROW: no points, left empty
@@ -212,11 +218,13 @@ class ExportSummary:
     without_grades: list[str] = field(default_factory=list)  # on the roster, no submission graded
     pending: list[str] = field(default_factory=list)  # "student assignment (N written parts)", left empty
     not_submitted: list[str] = field(default_factory=list)  # "student assignment", left empty
+    refused_hand_grades: list[str] = field(default_factory=list)  # "student assignment part: why", not counted
 
     def problems(self) -> list[str]:
         """Lines for standard error: every student whose grades are not all in the file."""
         lines = [f"not in the roster, grades NOT exported: {s}" for s in self.not_in_roster]
         lines += [f"on the roster but no graded submission: {s}" for s in self.without_grades]
+        lines += [f"hand grade not counted (the part needs a grade): {s}" for s in self.refused_hand_grades]
         return lines
 
     def lines(self) -> list[str]:
@@ -291,8 +299,10 @@ def export_lms(grader, lms: str, roster: str | Path, out: str | Path) -> ExportS
         raise ValueError(f"expected an LMS among {', '.join(IDENTIFIED_BY)}, got {lms!r}")
     entries = read_roster(roster)
     check_identifiers(entries, lms)
-    points, grades = class_grades(grader)
-    summary = ExportSummary(lms=lms, out=Path(out), students=len(entries), assignments=list(points))
+    refused: list[str] = []
+    points, grades = class_grades(grader, refused)
+    summary = ExportSummary(lms=lms, out=Path(out), students=len(entries), assignments=list(points),
+                            refused_hand_grades=refused)
     rows = lms_rows(lms, entries, points, grades, summary)
     on_roster = {e.student_id for e in entries}
     graded = {student for student, _ in grades}
@@ -319,9 +329,9 @@ def _write(path: Path, rows: list[list[str]], lms: str) -> None:
 def run_export(layout, lms: str, roster: str | Path, out: str | Path) -> int:
     """The ``export`` command: write the file, print the summary; the exit status.
 
-    0 when every graded student is in the file; 1 when some are not (they are listed on standard
-    error, the file is still written for the others); 2 when nothing was written (bad roster,
-    unreadable gradebook, unwritable file).
+    0 when every graded student is in the file; 1 when some are not, or a hand grade was not
+    counted (they are listed on standard error, the file is still written for the others); 2 when
+    nothing was written (bad roster, unreadable gradebook, unwritable file).
     """
 
 
@@ -334,4 +344,4 @@ def run_export(layout, lms: str, roster: str | Path, out: str | Path) -> int:
         print(terminal_text(line), file=sys.stderr)
     for line in summary.lines():
         print(terminal_text(line))
-    return 1 if summary.not_in_roster else 0
+    return 1 if summary.not_in_roster or summary.refused_hand_grades else 0

@@ -33,6 +33,7 @@ import gc
 import hashlib
 import importlib
 import json
+import math
 import os
 import re
 import shutil
@@ -89,7 +90,82 @@ def generate(layout: CourseLayout) -> int:
     return 0
 
 
-def export_grades(grader, path: Path, late_changes: dict[tuple[str, str], str] | None = None) -> list[str]:
+def hand_grade_problem(grade) -> str | None:
+    """Why the score a grader entered for ``grade`` (an nbgrader ``Grade``) cannot be counted; None if it can.
+
+    Counted: a ``manual_score`` that is a finite number from 0 to the part's points, and a finite
+    ``extra_credit``. The Formgrader stores whatever number its page sends, ``Infinity`` included,
+    and SQLite keeps a NaN as no score at all on a part marked graded; so those, a negative score
+    and one above the part's points are refused here, and every reader of the gradebook
+    (:func:`export_grades`, hence the LMS files, and the class report) treats such a part as still
+    needing a grade: its hand grade is not counted, and is named, never written as ``inf`` or ``nan``.
+    """
+    manual, extra, top = grade.manual_score, grade.extra_credit, _points(grade)
+    if manual is not None and not math.isfinite(manual):
+        return f"hand grade {manual} is not a finite number"
+    if manual is not None and top is not None and not 0 <= manual <= top:
+        return f"hand grade {manual:g} is not between 0 and the part's {top:g} points"
+    if extra is not None and not math.isfinite(extra):
+        return f"extra credit {extra} is not a finite number"
+    if manual is None and grade.auto_score is None and not grade.needs_manual_grade:
+        return "marked graded without a score (a NaN hand grade is stored as no score)"
+    return None
+
+
+def _points(grade) -> float | None:
+    """The part's points, from its cell (loaded with the grade by :func:`each_submission`; nbgrader's
+    ``Grade.max_score`` is a deferred column that would cost a query per grade)."""
+    cell = grade.cell
+    return cell.max_score if cell is not None else grade.max_score
+
+
+def _refuse_entered(target, value, _old, initiator):
+    """SQLAlchemy ``set`` listener of ``Grade.manual_score`` and ``Grade.extra_credit``: ``ValueError``
+    for a value :func:`hand_grade_problem` would refuse, before it reaches the gradebook."""
+    if value is None:
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number for the {initiator.key} of {target.name}, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number for the {initiator.key} of {target.name}, got {value!r}")
+    top = _points(target)
+    if initiator.key == "manual_score" and top is not None and not 0 <= number <= top:
+        raise ValueError(f"expected a {initiator.key} from 0 to {top:g} for {target.name}, got {value!r}")
+    return value
+
+
+def guard_hand_grades() -> None:
+    """Refuse, where a grade is entered, a hand grade the grader would not count.
+
+    Registers :func:`_refuse_entered` on nbgrader's ``Grade.manual_score`` and ``Grade.extra_credit``
+    in this process (once): the Formgrader's grade handler then fails with that ``ValueError`` when
+    its page sends ``Infinity``, ``-Infinity``, ``NaN`` or a score outside the part's points, and
+    the gradebook keeps the grade it had. Meant for the processes that serve the Formgrader (its
+    configuration calls it); the readers of the gradebook refuse such grades in any case
+    (:func:`hand_grade_problem`).
+    """
+    from sqlalchemy import event as sql_event
+
+    for column in (Grade.manual_score, Grade.extra_credit):
+        if not sql_event.contains(column, "set", _refuse_entered):
+            sql_event.listen(column, "set", _refuse_entered, retval=True)
+
+
+def _counted_score(grade) -> float:
+    """The part's score with only what :func:`hand_grade_problem` accepts: a refused hand grade gives
+    way to the autograded score (0 for a written part), refused extra credit counts nothing."""
+    manual, extra = grade.manual_score, grade.extra_credit
+    extra = extra if extra is not None and math.isfinite(extra) else 0.0
+    if manual is not None and math.isfinite(manual) and 0 <= manual <= (_points(grade) or 0):
+        return manual + extra
+    return grade.auto_score + extra if grade.auto_score is not None else 0.0
+
+
+def export_grades(grader, path: Path, late_changes: dict[tuple[str, str], str] | None = None,
+                  refused: list[str] | None = None,
+                  withdrawn: dict[tuple[str, str], str] | None = None) -> list[str]:
     """One row per student and assignment: the score, its maximum, and the state of the hand grading.
 
     ``written_parts``: ``done`` when every hand-graded part has a grade, else ``to grade (N)``.
@@ -99,33 +175,41 @@ def export_grades(grader, path: Path, late_changes: dict[tuple[str, str], str] |
     :func:`rbtutor.grading.report.csv_cell`, so no cell is read as a formula.
     ``due``: the student's own due date (with their extension), UTC. ``late_change``: how this
     run changed the late penalty and why (``late_changes``, :func:`rbtutor.course.late.settle_penalties`).
-    A submission that the last run could not grade (:func:`withdraw_submission`) comes first, with
-    no score and ``written_parts`` :data:`NOT_GRADED_ROW`.
+    A submission that the last run could not grade (``withdrawn``, :meth:`CourseLayout.not_graded`,
+    written by :func:`withdraw_submission`) comes first, with no score and ``written_parts``
+    :data:`NOT_GRADED_ROW`.
+    A hand grade :func:`hand_grade_problem` refuses is not counted: its part is counted in
+    ``written_parts`` as still to grade (unless it has an autograded score, which then stands), and
+    ``refused`` receives ``student assignment notebook/grade_id: why`` for it.
     """
     changed = []
-    withdrawn = CourseLayout(Path(grader.coursedir.root)).not_graded()
     with grader.gradebook as gradebook, path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         # late_penalty, final_score: points taken off for lateness (rbtutor.course.late), score less them
         writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden",
                          "late_penalty", "final_score", "due", "late_change"])
         points = {a.name: a.max_score for a in gradebook.assignments}
-        for (student, name), _ in sorted(withdrawn.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        for (student, name), _ in sorted((withdrawn or {}).items(), key=lambda kv: (kv[0][1], kv[0][0])):
             # a submission a run could not grade (withdraw_submission): no score, said so
             writer.writerow([csv_cell(cell) for cell in (student, name, "", f"{points.get(name, 0):g}", NOT_GRADED_ROW,
                                                          "", "", "", "", "")])
         for submission in each_submission(gradebook):
             assignment = submission.assignment
             grades = [g for nb in submission.notebooks for g in nb.grades]
-            pending = sum(1 for g in grades if g.needs_manual_grade)
+            problems = {id(g): why for g in grades if (why := hand_grade_problem(g))}
+            pending = sum(1 for g in grades if g.needs_manual_grade or (id(g) in problems and g.auto_score is None))
             overridden = [f"{g.name} {g.auto_score:g}->{g.manual_score:g}" for g in grades
                           if g.auto_score is not None and g.manual_score is not None
-                          and g.manual_score != g.auto_score]
+                          and g.manual_score != g.auto_score and id(g) not in problems]
             changed += [f"{submission.student.id} {assignment.name} {text}" for text in overridden]
-            row = [submission.student.id, assignment.name, f"{submission.score:g}",
+            if refused is not None:
+                refused += [f"{submission.student.id} {assignment.name} {nb.name}/{g.name}: {problems[id(g)]}"
+                            for nb in submission.notebooks for g in nb.grades if id(g) in problems]
+            score = sum(_counted_score(g) for g in grades) if problems else submission.score
+            row = [submission.student.id, assignment.name, f"{score:g}",
                    f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
                    "; ".join(overridden), f"{submission.late_submission_penalty:g}",
-                   f"{submission.score - submission.late_submission_penalty:g}",
+                   f"{score - submission.late_submission_penalty:g}",
                    f"{own_due(submission):%Y-%m-%d %H:%M:%S} UTC" if own_due(submission) else "",
                    (late_changes or {}).get((submission.student.id, assignment.name), "")]
             writer.writerow([csv_cell(cell) for cell in row])
@@ -242,7 +326,7 @@ def _hand_grades(grader, layout: CourseLayout, assignment: str, student: str) ->
         for nb in submission.notebooks:
             comments = {c.name: c.manual_comment for c in nb.comments}
             for g in nb.grades:
-                if g.manual_score is not None:
+                if g.manual_score is not None and hand_grade_problem(g) is None:  # a refused one is not kept
                     scored[(nb.name, g.name)] = {"score": g.manual_score, "comment": comments.get(g.name)}
     shown: dict[str, dict[str, str]] = {}
     for (notebook, grade_id), part in scored.items():
@@ -692,11 +776,15 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
         late_changes, status = {}, 1
     for (student, assignment), change in sorted(late_changes.items()):
         print(f"late penalty changed: {terminal_text(student)} {terminal_text(assignment)} {terminal_text(change)}")
+    refused: list[str] = []  # hand grades that are not a number from 0 to the part's points
     try:
-        changed = export_grades(grader, layout.grades_csv, late_changes)
+        changed = export_grades(grader, layout.grades_csv, late_changes, refused, layout.not_graded())
     except (OSError, ValueError) as exc:
         print(f"could not write {layout.grades_csv}: {terminal_text(exc)}", file=sys.stderr)
         changed, status = [], 1
+    for line in refused:
+        print(f"hand grade not counted, grade this part again: {terminal_text(line)}", file=sys.stderr)
+    status = 1 if refused else status
     if changed:
         print(f"{len(changed)} autograded score(s) changed by hand in the Formgrader (the overridden "
               "column of grades.csv):")
