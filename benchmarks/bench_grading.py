@@ -467,6 +467,7 @@ def _stage_clock() -> StageClock:
     from nbgrader.converters.autograde import Autograde
 
     import rbtutor.course.grade as course_grade
+    import rbtutor.course.hand_grades as hand_grades
     from rbtutor.grading.execute import BoundedExecute
     from rbtutor.grading.sandbox import zygote_client  # zygote_starting looks the names up there
 
@@ -476,7 +477,7 @@ def _stage_clock() -> StageClock:
             (zygote_client, "_await_zygote", "run: zygote awaited (started with the run)"),
             (course_grade, "api", "run: nbgrader API objects made"),
             (course_grade, "take_in_submission", "intake (checks, copy)"),
-            (course_grade, "_hand_grades", "gradebook: hand grades read"),
+            (hand_grades, "hand_grades_before_regrade", "gradebook: hand grades read"),
             (NbGraderAPI, "autograde", "nbgrader autograde, whole"),
             (Autograde, "init_assignment", "  gradebook: submission rows"),
             (FilesWriter, "write", "  notebook files written"),
@@ -485,7 +486,7 @@ def _stage_clock() -> StageClock:
             (nbclient.NotebookClient, "start_new_kernel_client", "    kernel ready (client connected)"),
             (nbclient.NotebookClient, "execute_cell", "    cells executed"),
             (nbclient.NotebookClient, "_cleanup_kernel", "    kernel stopped"),
-            (course_grade, "_keep_hand_grades", "gradebook: hand grades kept"),
+            (hand_grades, "keep_hand_grades", "gradebook: hand grades kept"),
             (course_grade, "write_feedback_pages", "feedback pages"),
             (course_grade, "finish_run", "run: grades.csv, integrity report"),
             (zygote_client, "_stop_zygote", "run: zygote stopped")):

@@ -375,7 +375,7 @@ def test_a_hand_grade_that_is_not_a_number_is_refused_where_it_is_entered(bad_ha
     from nbgrader.api import Grade
     from sqlalchemy import event as sql_event
 
-    from rbtutor.course.grade import _refuse_entered, guard_hand_grades
+    from rbtutor.course.hand_grades import guard_hand_grades, refuse_entered
 
     _course, grader, _roster = bad_hand_grades
     guard_hand_grades()
@@ -394,4 +394,4 @@ def test_a_hand_grade_that_is_not_a_number_is_refused_where_it_is_entered(bad_ha
             gradebook.db.commit()
     finally:
         for column in (Grade.manual_score, Grade.extra_credit):
-            sql_event.remove(column, "set", _refuse_entered)
+            sql_event.remove(column, "set", refuse_entered)

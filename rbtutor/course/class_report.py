@@ -150,7 +150,8 @@ def _part_order(layout: CourseLayout, assignment: str) -> list[str]:
 def _read_submissions(grader) -> list[dict]:
     """Every graded submission as plain data: student, assignment, lateness, each part's score."""
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
-    from .grade import each_submission, hand_grade_problem
+    from .grade import each_submission
+    from .hand_grades import hand_grade_problem
 
     rows = []
     with grader.gradebook as gradebook:
@@ -163,7 +164,7 @@ def _read_submissions(grader) -> list[dict]:
 
 def _part(notebook: str, grade, refused: str | None) -> dict:
     """One part of a submission as the report counts it. A refused hand grade (``refused``, from
-    :func:`rbtutor.course.grade.hand_grade_problem`: inf, NaN, outside the part's points) is not
+    :func:`rbtutor.course.hand_grades.hand_grade_problem`: inf, NaN, outside the part's points) is not
     counted, as in grades.csv: the autograded score stands, and a written part is still to grade."""
     if refused is None:
         score, to_grade, by_hand = grade.score, bool(grade.needs_manual_grade), grade.manual_score is not None
