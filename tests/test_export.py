@@ -8,6 +8,7 @@ roster with nothing graded.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import re
 import shutil
@@ -302,6 +303,25 @@ def test_command_line_lists_unrostered_students_and_fails(graded_class, tmp_path
 BAD_HAND_GRADES = {"fay": float("inf"), "gus": float("-inf"), "hal": float("nan"), "ida": 99.0, "jon": -1.0}
 
 
+@contextlib.contextmanager
+def unguarded():
+    """The gradebook as one written before the course refused bad hand grades where they are entered
+    (or by another tool) can hold them: rbtutor.course.hand_grades's listener is off meanwhile."""
+    from nbgrader.api import Grade
+    from sqlalchemy import event as sql_event
+
+    from rbtutor.course.hand_grades import refuse_entered
+
+    columns = [c for c in (Grade.manual_score, Grade.extra_credit) if sql_event.contains(c, "set", refuse_entered)]
+    for column in columns:
+        sql_event.remove(column, "set", refuse_entered)
+    try:
+        yield
+    finally:
+        for column in columns:
+            sql_event.listen(column, "set", refuse_entered, retval=True)
+
+
 @pytest.fixture(scope="module")
 def bad_hand_grades(tmp_path_factory):
     """A class whose written parts were graded with inf, -inf, NaN (SQLite keeps no score), 99 of 4 and
@@ -312,7 +332,7 @@ def bad_hand_grades(tmp_path_factory):
     course.mkdir()
     shutil.copy2(ROOT / "nbgrader_config.py", course)
     grader = api(course)
-    with grader.gradebook as gradebook:
+    with unguarded(), grader.gradebook as gradebook:
         _add_assignment(gradebook, "problem01", [("p1_auto", AUTO, "code"), ("p1_written", WRITTEN, "markdown")])
         for student, score in [*BAD_HAND_GRADES.items(), ("kim", 2.5), ("lee", 1.0)]:
             gradebook.add_student(student)
@@ -378,9 +398,9 @@ def test_a_hand_grade_that_is_not_a_number_is_refused_where_it_is_entered(bad_ha
     from rbtutor.course.hand_grades import guard_hand_grades, refuse_entered
 
     _course, grader, _roster = bad_hand_grades
-    guard_hand_grades()
-    guard_hand_grades()  # once only
-    try:
+    with unguarded():
+        guard_hand_grades()
+        guard_hand_grades()  # once only
         with grader.gradebook as gradebook:
             grade = gradebook.find_grade("p1_written", "problem01", "problem01", "kim")
             for value in (float("inf"), float("-inf"), float("nan"), 4.5, -0.5):
@@ -392,6 +412,24 @@ def test_a_hand_grade_that_is_not_a_number_is_refused_where_it_is_entered(bad_ha
             grade.manual_score = 4.0  # a real grade still goes in
             grade.manual_score = 2.5
             gradebook.db.commit()
-    finally:
         for column in (Grade.manual_score, Grade.extra_credit):
-            sql_event.remove(column, "set", refuse_entered)
+            sql_event.remove(column, "set", refuse_entered)  # once only: a second removal would raise
+
+
+def test_every_nbgrader_process_of_the_course_refuses_them_where_they_are_entered(tmp_path):
+    """The course's nbgrader_config.py (read by the Formgrader, nbgrader's commands and the grader)
+    turns the guard on: loading it is enough."""
+    from nbgrader.api import Grade
+    from sqlalchemy import event as sql_event
+
+    from rbtutor.course import api
+    from rbtutor.course.hand_grades import refuse_entered
+
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy2(ROOT / "nbgrader_config.py", course)
+    with unguarded():
+        assert not sql_event.contains(Grade.manual_score, "set", refuse_entered)
+        api(course)
+        assert sql_event.contains(Grade.manual_score, "set", refuse_entered)
+        assert sql_event.contains(Grade.extra_credit, "set", refuse_entered)

@@ -71,6 +71,12 @@ def configure(c, root: str | os.PathLike) -> None:
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
     from ..grading.scores import SaveScores
 
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
+    from .hand_grades import guard_hand_grades
+
+    # every nbgrader process of the course, the Formgrader's included, refuses a hand grade that is
+    # not a finite number from 0 to the part's points where it is entered (rbtutor.course.hand_grades)
+    guard_hand_grades()
     layout = CourseLayout(Path(root))
     c.CourseDirectory.root = str(layout.root)
     c.CourseDirectory.course_id = "rbtutor"
