@@ -39,6 +39,11 @@
   per-student variants switched on with a random salt; a student's Fetch asks the hub's
   personalising service (:mod:`rbtutor.course.fetch_service`, run as :data:`FETCH_USER`) for the
   notebook with that student's own numbers;
+* the course's due dates :data:`DUE_DATES`, beside the course data in a folder of the instructor's
+  and :data:`STAFF_GROUP`'s (mode 2750), linked as the course's ``exercises/due_dates.yaml`` even
+  before the instructor writes them: the fetch service reads the file for every fetch, so the
+  instructor's later edits reach students without root or a restart (``RBTUTOR_DUE_DATES``, set
+  for the instructor, lets ``make grade`` put right a link some tool replaced);
 * ``/etc/profile.d/rbtutor-hub.sh``: a terminal in JupyterLab (a login shell) keeps its server's
   environment first on ``PATH``, so ``python`` is that environment's;
 * ``configurable-http-proxy`` from npm (``npm ci`` in ``hub/``, from ``hub/package-lock.json``);
@@ -512,7 +517,7 @@ def ensure_course() -> None:
         f'configure(get_config(), "{course}")  # noqa: F821\n')
     profile = Path(account.pw_dir) / ".profile"
     url = gradebook_url()
-    line = (f"export RBTUTOR_EXCHANGE={EXCHANGE} PATH={VENV}/bin:$PATH"
+    line = (f"export RBTUTOR_EXCHANGE={EXCHANGE} RBTUTOR_DUE_DATES={DUE_DATES} PATH={VENV}/bin:$PATH"
             + (f" RBTUTOR_GRADEBOOK={url}" if url else "") + "  # rbtutor hub\n")
     text = profile.read_text() if profile.exists() else ""
     if line not in text:
@@ -530,12 +535,7 @@ def ensure_course_data(link: Path, owner: tuple[int, int]) -> None:
     :data:`STAFF_GROUP` only (its salt decides every student's numbers), and the course links to
     it. A data file the course folder already had is moved there (variants as it says).
     """
-    import grp
-
-    gid = grp.getgrnam(STAFF_GROUP).gr_gid
-    COURSE_DATA.parent.mkdir(parents=True, exist_ok=True)
-    os.chown(COURSE_DATA.parent, owner[0], gid)
-    os.chmod(COURSE_DATA.parent, 0o750)
+    gid = staff_folder(COURSE_DATA.parent, owner)
     if link.is_file() and not link.is_symlink() and not COURSE_DATA.exists():
         shutil.move(link, COURSE_DATA)
     if not COURSE_DATA.exists():
@@ -558,30 +558,45 @@ def ensure_course_data(link: Path, owner: tuple[int, int]) -> None:
 
 
 
-def ensure_due_dates(link: Path, owner: tuple[int, int], target: Path = DUE_DATES) -> None:
-    """The course's ``exercises/due_dates.yaml``, kept at ``target`` beside the course data and linked.
-
-    The personalising service shows each student their own due date (extensions included) and
-    cannot read the private course folder, so the file lives where :data:`COURSE_DATA` does,
-    readable by :data:`STAFF_GROUP` only, and the course links to it. The file is optional:
-    without one nothing is due. A regular file the instructor has written in the course folder is
-    the newest word: it replaces ``target`` (each ``make hub``), and the link is made.
-    """
+def staff_folder(folder: Path, owner: tuple[int, int]) -> int:
+    """``folder`` (made when missing) owned by the instructor ``owner`` and the group :data:`STAFF_GROUP`,
+    mode 2750: no student enters it, and what the instructor writes there later, without root,
+    belongs to the group, so the services of the staff read it. Returns the group's id."""
     import grp
 
     gid = grp.getgrnam(STAFF_GROUP).gr_gid
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chown(folder, owner[0], gid)
+    os.chmod(folder, 0o2750)
+    return gid
+
+
+def ensure_due_dates(link: Path, owner: tuple[int, int], target: Path = DUE_DATES) -> None:
+    """The course's ``exercises/due_dates.yaml``, a link to ``target`` beside the course data.
+
+    The personalising service shows each student their own due date (extensions included) and
+    cannot read the private course folder, so the file lives where :data:`COURSE_DATA` does, in a
+    folder of the instructor's and :data:`STAFF_GROUP`'s (:func:`staff_folder`), and the course
+    links to it. The link is made even before there is a file: the instructor's first write to
+    ``exercises/due_dates.yaml`` makes ``target``, and every later edit through the link reaches
+    the service at its next fetch (it reads the file for each one), with no root and no restart.
+    A regular file the instructor has written in the course folder instead is the newest word:
+    it replaces ``target`` and the link is made (here, and in every ``make grade`` and
+    ``make assignments`` of the instructor's, :func:`rbtutor.course.late.publish_due_dates`).
+    """
+    gid = staff_folder(target.parent, owner)
     if link.is_file() and not link.is_symlink():
         shutil.move(link, target)
         say(f"{link} moved to {target} (linked back), where the fetch service reads it")
-    if not target.exists():
-        return
-    os.chown(target, owner[0], gid)
-    os.chmod(target, 0o640)
+    if target.exists():
+        os.chown(target, owner[0], gid)
+        os.chmod(target, 0o640)
     if link.is_symlink() and os.readlink(link) != str(target):
         link.unlink()
     if not link.is_symlink() and not link.exists():
         link.symlink_to(target)
         os.lchown(link, *owner)
+
 
 # --- the PostgreSQL gradebook (make hub GRADEBOOK=postgres)
 def postgres_server(password: str | None = None):

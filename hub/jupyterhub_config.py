@@ -80,6 +80,8 @@ def role_environment(spawner):
     url = hubctl.gradebook_url()  # make hub GRADEBOOK=postgres: the Formgrader grades into PostgreSQL
     if role == "instructor" and url:
         spawner.environment["RBTUTOR_GRADEBOOK"] = url
+    if role == "instructor":  # where the fetch service reads the due dates: grade and generate keep it current
+        spawner.environment["RBTUTOR_DUE_DATES"] = str(hubctl.DUE_DATES)
 
 
 c.Spawner.pre_spawn_hook = role_environment

@@ -265,13 +265,13 @@ def test_a_bad_file_stops_grading_before_anything_is_graded(tmp_path):
 def test_both_forms_and_both_durations(tmp_path):
     path = tmp_path / "due_dates.yaml"
     path.write_text(f"{NAME}: 2030-03-01T12:00:00+01:00\nproblem04:\n  due: 2030-03-08T12:00:00+01:00\n"
-                    "  extensions: {s1: 36h, s2: 1.5d, s3: 2030-03-09T00:00:00Z}\n")
+                    "  extensions: {s1: 36h, s2: 1.5d, s3: 2030-03-09T00:00:00Z, s5: 2030-03-09 01:00:00 +1}\n")
     deadlines = parse_due_dates(path)
     assert deadlines[NAME].due == DUE
     assert deadlines[NAME].extensions == {}
     later = deadlines["problem04"]
     assert later.of("s1") == later.of("s2") == later.due + dt.timedelta(hours=36)
-    assert later.of("s3") == dt.datetime(2030, 3, 9, tzinfo=dt.UTC)
+    assert later.of("s3") == later.of("s5") == dt.datetime(2030, 3, 9, tzinfo=dt.UTC)  # ISO and YAML's own form
     assert later.of("s4") == later.due
 
 
@@ -430,8 +430,12 @@ def test_the_hub_keeps_the_due_dates_where_the_fetch_service_reads_them(tmp_path
     target.parent.mkdir()
     owner = (os.getuid(), os.getgid())
     hubctl.ensure_due_dates(link, owner, target)
-    assert not link.exists()
-    assert not target.exists()  # optional: nothing made
+    assert not target.exists()  # optional: nothing made, but the link, so that the first write makes it
+    assert link.is_symlink()
+    assert os.readlink(link) == str(target)
+    folder = target.parent.stat()  # what the instructor writes there later is the staff group's
+    assert (stat.S_IMODE(folder.st_mode), folder.st_gid) == (0o2750, gid)
+    link.unlink()  # a file of the instructor's own instead: moved there, linked back
     link.write_text(FIRST)
     hubctl.ensure_due_dates(link, owner, target)
     assert link.is_symlink()
@@ -446,3 +450,157 @@ def test_the_hub_keeps_the_due_dates_where_the_fetch_service_reads_them(tmp_path
     assert service["environment"]["RBTUTOR_DUE_DATES"] == str(target)
     assert "RBTUTOR_DUE_DATES" not in service_entry("/x/outbound", "/x/data.yaml", "python", "fetch", [])[0][
         "environment"]
+
+
+#: a fetch service that is never restarted: one personalised notebook's opening cell per student id on stdin.
+#: It starts as root and becomes the service's account (``uid``, in the staff group) after a first fetch has
+#: imported all it needs: the interpreter of this checkout may live where only root may read.
+FETCHER = """
+import json, os, sys
+from pathlib import Path
+from rbtutor.course.fetch_service import FetchCore
+outbound, data, due, name = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+uid, staff = int(sys.argv[5]), int(sys.argv[6])
+core = FetchCore(outbound, data, frozenset({0}), due)
+request = json.dumps({"assignment": name, "notebook": name + ".ipynb"}).encode()
+def fetch(student):
+    return json.dumps(core.personalised(student, request)["cells"][0]["source"])
+fetch("warmup")
+os.setgroups([staff]); os.setgid(uid); os.setuid(uid)
+for line in sys.stdin:
+    print(fetch(line.strip()), flush=True)
+"""
+#: the instructor's publish step, run as the instructor (``uid``, in the staff group) in the same way
+PUBLISH = """
+import os, sys
+from rbtutor.course.late import publish_due_dates
+from rbtutor.course.layout import CourseLayout
+uid, staff = int(sys.argv[3]), int(sys.argv[4])
+os.setgroups([staff]); os.setgid(uid); os.setuid(uid); os.umask(0o027)
+print(publish_due_dates(CourseLayout(sys.argv[1]), sys.argv[2]))
+"""
+#: accounts of no one on this machine: the instructor, the service's account and a student
+INSTRUCTOR_UID, FETCH_UID, STUDENT_UID = 61001, 61002, 61003
+
+
+def _hubctl_as_root():
+    """hub/hubctl.py and the staff group's id; skipped (failed on CI) unless run as root."""
+    import grp
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hubctl", Path(__file__).parents[1] / "hub" / "hubctl.py")
+    hubctl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hubctl)
+    if os.getuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs as root; this test gives files to the group {hubctl.STAFF_GROUP} and other users")
+        pytest.skip(f"needs root: it gives files to the group {hubctl.STAFF_GROUP} and other users")
+    try:
+        gid = grp.getgrnam(hubctl.STAFF_GROUP).gr_gid
+    except KeyError:  # made as the hub set-up makes it (hubctl.ensure_staff)
+        subprocess.run(["groupadd", "--system", hubctl.STAFF_GROUP], check=True)
+        gid = grp.getgrnam(hubctl.STAFF_GROUP).gr_gid
+    return hubctl, gid
+
+
+def test_the_instructor_s_edits_reach_the_next_fetch_without_root_or_restart():
+    """On the hub's layout, the instructor (not root, in the staff group, umask 027) writes and edits
+    exercises/due_dates.yaml after the set-up, made before any file existed; one running fetch service
+    (another account of the staff group) shows each version at its next fetch. A student reads neither
+    file. A link replaced by a file of its own is put right by the instructor's own publish step."""
+    import json
+    import shutil
+    import sys
+    import tempfile
+
+    hubctl, staff = _hubctl_as_root()
+    base = Path(tempfile.mkdtemp(prefix="rbtutor-due-"))  # not under pytest's tmp_path: other users must enter
+    try:
+        base.chmod(0o755)
+        instructor = {"user": INSTRUCTOR_UID, "group": INSTRUCTOR_UID, "extra_groups": [staff], "umask": 0o027}
+        course = base / "course"
+        (course / "exercises").mkdir(parents=True)
+        for path in (course, course / "exercises"):
+            os.chown(path, INSTRUCTOR_UID, INSTRUCTOR_UID)
+        course.chmod(0o700)
+        link, target = course / "exercises" / "due_dates.yaml", base / "srv" / "due_dates.yaml"
+        hubctl.ensure_due_dates(link, (INSTRUCTOR_UID, INSTRUCTOR_UID), target)  # make hub: no due dates yet
+        released = base / "exchange" / "outbound" / NAME
+        released.mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Problem 3\n\nText.")]),
+                       released / f"{NAME}.ipynb")
+        data_file = base / "problem_data.yaml"
+        data_file.write_text("variants: {per_student: false}\n")
+        for path in (base / "exchange", released.parent, released, released / f"{NAME}.ipynb", data_file):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+        def as_instructor(script: str, *args) -> str:  # a shell the instructor runs, umask 027
+            done = subprocess.run(["/bin/sh", "-c", script, "sh", *map(str, args)], capture_output=True, text=True,
+                                  cwd="/", **instructor)
+            assert done.returncode == 0, done.stderr[-2000:]
+            return done.stdout
+
+        write = 'printf "%s" "$2" > "$1"'
+        service = subprocess.Popen(
+            [sys.executable, "-c", FETCHER, str(released.parent), str(data_file), str(target), NAME,
+             str(FETCH_UID), str(staff)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+        try:
+            def fetch(student: str) -> str:
+                service.stdin.write(student + "\n")
+                service.stdin.flush()
+                line = service.stdout.readline()
+                assert line, service.stderr.read()[-3000:] if service.poll() is not None else "no reply"
+                (due,) = [x for x in json.loads(line).split("\n") if x.startswith(DUE_LINE)] or [""]
+                return due
+
+            assert fetch("extended") == ""  # nothing is due yet
+            as_instructor(write, link, FIRST)
+            assert (DUE + dt.timedelta(days=3)).strftime("%d %B %Y, %H:%M") in fetch("extended")
+            assert DUE.strftime("%d %B %Y, %H:%M") in fetch("classmate")
+            as_instructor(write, link, MOVED)  # a moved deadline and a changed extension
+            assert MOVED_EXTENSION.strftime("%d %B %Y, %H:%M") in fetch("extended")
+            assert MOVED_DUE.strftime("%d %B %Y, %H:%M") in fetch("classmate")
+            # a tool that writes a new file and renames it over the link (sed -i, mv): the course's
+            # own file then differs from the service's until the instructor's publish step
+            later = MOVED_EXTENSION + dt.timedelta(days=2)
+            as_instructor('printf "%s" "$2" > "$1.new" && mv "$1.new" "$1"', link,
+                          MOVED.replace(MOVED_EXTENSION.isoformat(), later.isoformat()))
+            assert not link.is_symlink()
+            published = subprocess.run([sys.executable, "-c", PUBLISH, str(course), str(target),
+                                        str(INSTRUCTOR_UID), str(staff)], capture_output=True, text=True, cwd="/")
+            assert "linked to it again" in published.stdout, published.stdout + published.stderr[-2000:]
+            assert link.is_symlink()
+            assert os.readlink(link) == str(target)
+            assert later.strftime("%d %B %Y, %H:%M") in fetch("extended")
+        finally:
+            service.stdin.close()
+            assert service.wait(timeout=60) == 0, service.stderr.read()[-3000:]
+        for path in (target, link):  # a student reads neither file: no one's extensions, no salt beside them
+            peek = subprocess.run(["/bin/cat", str(path)], capture_output=True, text=True, cwd="/",
+                                  user=STUDENT_UID, group=STUDENT_UID)
+            assert peek.returncode != 0, path
+            assert "Permission denied" in peek.stderr, (path, peek.stderr[-500:])
+    finally:
+        shutil.rmtree(base)
+
+
+def test_grade_gives_the_fetch_service_the_course_s_due_dates(tmp_path):
+    """``grade`` with ``RBTUTOR_DUE_DATES`` (make hub sets it for the instructor) naming the service's file:
+    a course file that is not the link to it is copied there and linked again."""
+    import sys
+
+    course = course_with(tmp_path, FIRST)
+    published = tmp_path / "srv" / "due_dates.yaml"
+    published.parent.mkdir()
+    published.write_text(f"{NAME}: 2030-01-01T00:00:00+00:00\n")  # the dates of an earlier make hub
+    result = subprocess.run([sys.executable, "-m", "rbtutor.course", "--root", str(course), "grade"],
+                            capture_output=True, text=True, timeout=1800,
+                            env={**os.environ, "RBTUTOR_DUE_DATES": str(published)})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    link = course / "exercises" / "due_dates.yaml"
+    assert f"{link} copied to {published}" in result.stdout, result.stdout[-3000:]
+    assert published.read_text() == FIRST
+    assert link.is_symlink()
+    assert os.readlink(link) == str(published)
+    assert oct(published.stat().st_mode & 0o777) == oct(0o640)

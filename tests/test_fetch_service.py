@@ -9,6 +9,7 @@ when it fails. ``tests/test_hub.py`` runs both on the hub, with real accounts an
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import selectors
@@ -152,6 +153,60 @@ def test_without_variants_the_released_notebook_comes_back(exchange, tmp_path):
     core = core_for(exchange, tmp_path, per_student=False)
     nb = core.personalised("student1", body(assignment="problem03", notebook="problem03.ipynb"))
     assert data_cell_of(nb) == data_cell_of(json.loads(SOURCE.read_text()))
+
+
+#: one entry whose anchors and aliases stand for tens of thousands of items (9 ** 5 in the last list)
+ALIAS_BOMB = ("problem03: {due: 2030-03-01T12:00:00+01:00, extensions: [&a [x, x, x, x, x, x, x, x, x],\n"
+              "  &b [*a, *a, *a, *a, *a, *a, *a, *a, *a], &c [*b, *b, *b, *b, *b, *b, *b, *b, *b],\n"
+              "  &d [*c, *c, *c, *c, *c, *c, *c, *c, *c], [*d, *d, *d, *d, *d, *d, *d, *d, *d]]}\n")
+
+
+@pytest.mark.parametrize("text", [
+    ALIAS_BOMB,
+    "problem03: {due: 9999-12-30T12:00:00+00:00, extensions: {student1: 99999999999d}}\n",
+    "problem03: 0001-01-01T00:00:00+01:00\n",
+])
+def test_a_due_dates_file_is_read_within_bounds(exchange, tmp_path, caplog, text):
+    """The service reads the instructor's due dates with the course's bounded loader: a file that
+    expands or overflows leaves the date out, and the log says why in one short line."""
+    from rbtutor.course.late import DUE_LINE
+
+    due_dates = tmp_path / "due_dates.yaml"
+    due_dates.write_text(text)
+    core = core_for(exchange, tmp_path, per_student=False)
+    core = FetchCore(core.outbound, core.data_file, core.releasers, due_dates)
+    nb = core.personalised("student1", body(assignment="problem03", notebook="problem03.ipynb"))
+    assert not any(DUE_LINE in "".join(c["source"]) for c in nb["cells"])
+    (record,) = [r for r in caplog.records if "due dates left out" in r.getMessage()]
+    assert len(record.getMessage()) < 400 + len(str(due_dates)), record.getMessage()[:2000]
+
+
+def test_each_fetch_reads_the_due_dates_as_they_are_then(exchange, tmp_path):
+    """No copy and no cache: an edit of the file reaches the next fetch of the same running service."""
+    from rbtutor.course.late import DUE_LINE
+
+    due_dates = tmp_path / "due_dates.yaml"
+    core = core_for(exchange, tmp_path, per_student=False)
+    core = FetchCore(core.outbound, core.data_file, core.releasers, due_dates)
+    request = body(assignment="problem03", notebook="problem03.ipynb")
+    seen = []
+    for due in (None, "2030-03-01T12:00:00+01:00", "2030-03-08T12:00:00+01:00", None):
+        if due is None:
+            due_dates.unlink(missing_ok=True)
+        else:
+            due_dates.write_text(f"problem03:\n  due: {due}\n  extensions: {{20231234: 2d}}\n")
+        for student in ("student1", "20231234"):
+            lines = [x for c in core.personalised(student, request)["cells"] for x in "".join(c["source"]).split("\n")
+                     if x.startswith(DUE_LINE)]
+            seen.append((due, student, lines))
+    for due, student, lines in seen:
+        if due is None:
+            assert lines == [], (student, lines)
+            continue
+        when = dt.datetime.fromisoformat(due) + (dt.timedelta(days=2) if student == "20231234" else dt.timedelta())
+        assert len(lines) == 1, (due, student, lines)
+        assert when.strftime("%d %B %Y, %H:%M") in lines[0], (due, student, lines)
+        assert ("extended" in lines[0]) == (student == "20231234"), lines[0]
 
 
 # --- the service as its own process, where the hub would start it

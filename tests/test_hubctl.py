@@ -180,6 +180,27 @@ def test_the_postgres_unit_starts_the_server_and_its_kill_signal_stops_it(deploy
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_the_instructor_s_server_names_the_due_dates_the_fetch_service_reads(monkeypatch, tmp_path):
+    """``grade`` and ``generate`` in the instructor's server keep that file the course's own
+    (:func:`rbtutor.course.late.publish_due_dates`); a student's server is not told where it is."""
+    from types import SimpleNamespace
+
+    from traitlets.config import Config
+
+    monkeypatch.setattr(hubctl, "course_folder", lambda: tmp_path / "course")
+    monkeypatch.setattr(hubctl, "gradebook_url", lambda: None)
+    config = Config()
+    source = ROOT / "hub" / "jupyterhub_config.py"
+    exec(compile(source.read_text(), str(source), "exec"), {"get_config": lambda: config, "__file__": str(source)})
+    environments = {}
+    for group in (hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP):
+        spawner = SimpleNamespace(user=SimpleNamespace(groups=[SimpleNamespace(name=group)]), environment={})
+        config.Spawner.pre_spawn_hook(spawner)
+        environments[group] = spawner.environment
+    assert environments[hubctl.INSTRUCTOR_GROUP]["RBTUTOR_DUE_DATES"] == str(hubctl.DUE_DATES)
+    assert "RBTUTOR_DUE_DATES" not in environments[hubctl.STUDENT_GROUP]
+
+
 def test_the_hub_s_nbgrader_config_stays_in_the_hub_s_environments(tmp_path):
     """It names rbtutor_fetch, which only the hub's environments import: written into their
     etc/jupyter (what Jupyter reads for that environment alone), never machine-wide, and the

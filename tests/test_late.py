@@ -17,7 +17,7 @@ import shutil
 import pytest
 from test_assignments import ROOT, answered, run_course, submit_as
 
-from rbtutor.course import api
+from rbtutor.course import api, late
 from rbtutor.course.late import PercentPerDay, read_due_dates
 from rbtutor.course.layout import CourseLayout
 
@@ -57,16 +57,87 @@ def course_with(tmp_path, due_dates: str | None):
     return course
 
 
+#: one entry whose anchors and aliases stand for thousands of items (9 * 9 * 9 * 9 in the last list)
+ALIAS_BOMB = ("problem03: {due: 2030-03-01T12:00:00+01:00, extensions: [&a [x, x, x, x, x, x, x, x, x],\n"
+              "  &b [*a, *a, *a, *a, *a, *a, *a, *a, *a], &c [*b, *b, *b, *b, *b, *b, *b, *b, *b],\n"
+              "  [*c, *c, *c, *c, *c, *c, *c, *c, *c]]}\n")
+EXTENDED = "problem03: {{due: {due}, extensions: {{s1: {extension}}}}}\n"
+#: the longest message a refusal may print: one line a person reads
+SHORT = 400
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("problem03: 2030-03-01T12:00:00\n", "time zone"),       # no zone
     ("problem03: 2030-03-01\n", "time zone"),                # a date only
     ("problem03: next friday\n", "time zone"),
     ("problem99: 2030-03-01T12:00:00+01:00\n", "no assignment"),
     ("- problem03\n", "mapping"),
+    # times the gradebook cannot hold, and extensions that take a time past them
+    (EXTENDED.format(due="2030-03-01T12:00:00+01:00", extension="99999999999d"),
+     r"problem03's extension for s1 to end before the year 10000 .* got '99999999999d'"),
+    (EXTENDED.format(due="2030-03-01T12:00:00+01:00", extension="9" * 400 + "h"),
+     "problem03's extension for s1 to end before the year 10000"),
+    (EXTENDED.format(due="9999-12-30T12:00:00+00:00", extension="3d"),
+     "problem03's extension for s1 to end before the year 10000 .* got '3d'"),
+    ("problem03: 0001-01-01T00:00:00+01:00\n", "problem03's due date between the years 1 and 9999 in UTC"),
+    ("problem03: 9999-12-31T23:00:00-05:00\n", "problem03's due date between the years 1 and 9999 in UTC"),
+    ("problem03: 2030-02-31T12:00:00+01:00\n", "problem03's due date as a date and time"),  # no such day
+    ("problem03: 2030-03-01T12:00:00+25:00\n", "problem03's due date as a date and time"),  # no such zone
+    # YAML that costs more than its size, or hides what the instructor wrote
+    (ALIAS_BOMB, "line 1: anchors and aliases"),
+    ("problem03: !!str 2030-03-01T12:00:00+01:00\n", "line 1: tags"),
+    ("problem03: " + "[" * 20 + "]" * 20 + "\n", "nested at most"),
+    ("problem03: [" + ", ".join(["a"] * (late.MAX_TOKENS // 2 + 1)) + "]\n", f"at most {late.MAX_TOKENS} YAML items"),
+    ("problem03: 2030-03-01T12:00:00+01:00\n#" + "x" * late.MAX_FILE_BYTES + "\n", "KiB"),
+    (EXTENDED.format(due="2030-03-01T12:00:00+01:00", extension="3d, s1: 4d"), "line 1: 's1' is written twice"),
+    ("problem03: [\n", "line 2: expected YAML"),
+    ("? [problem03]\n: 2030-03-01T12:00:00+01:00\n", "line 1: expected a name as key"),
 ])
 def test_bad_due_dates_are_refused(tmp_path, text, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as refused:
         read_due_dates(CourseLayout(course_with(tmp_path, text)))
+    assert len(str(refused.value)) < SHORT + len(str(tmp_path)), str(refused.value)[:2000]
+
+
+def test_a_due_dates_file_that_is_not_utf8_is_refused(tmp_path):
+    course = course_with(tmp_path, None)
+    (course / "exercises" / "due_dates.yaml").write_bytes(b"problem03: 2030-03-01T12:00:00+01:00 \xff\n")
+    with pytest.raises(ValueError, match="expected UTF-8 text"):
+        read_due_dates(CourseLayout(course))
+
+
+def test_student_ids_are_read_as_written(tmp_path):
+    """Unquoted matriculation numbers are ids, leading zeros and all, never numbers."""
+    ids = ["20231234", "0123", "0777", "1_000"]
+    extensions = ", ".join(f"{i}: 3d" for i in ids)
+    course = course_with(tmp_path, f"problem03: {{due: 2030-03-01T12:00:00+01:00, extensions: {{{extensions}}}}}\n")
+    deadline = read_due_dates(CourseLayout(course))["problem03"]
+    assert list(deadline.extensions) == ids
+    assert {deadline.of(i) for i in ids} == {deadline.due + dt.timedelta(days=3)}
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    (EXTENDED.format(due="2030-03-01T12:00:00+01:00", extension="99999999999d"), "extension for s1"),
+    (EXTENDED.format(due="9999-12-30T12:00:00+00:00", extension="3d"), "extension for s1"),
+    ("problem03: 0001-01-01T00:00:00+01:00\n", "problem03's due date"),
+    (ALIAS_BOMB, "line 1"),
+])
+def test_grade_refuses_a_bad_due_dates_file_in_one_short_line(tmp_path, text, named):
+    """``python -m rbtutor.course grade``: exit status 2 and one short line naming the entry, no traceback."""
+    course = course_with(tmp_path, text)
+    result = run_course(course, "grade")
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert named in result.stderr, result.stderr[-2000:]
+    assert len(result.stderr) < SHORT + len(str(course)), result.stderr[:2000]
+    assert not (course / "grades.csv").exists()
+
+
+def test_grade_takes_numeric_student_ids(tmp_path):
+    course = course_with(tmp_path, "problem03: {due: 2030-03-01T12:00:00+01:00, extensions: {20231234: 3d}}\n")
+    result = run_course(course, "grade")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "problem03: 20231234 due 2030-03-04T12:00:00+01:00" in result.stdout, result.stdout[-2000:]
 
 
 def test_no_file_means_no_change(tmp_path):

@@ -31,7 +31,11 @@ exchange's ``<course>/outbound`` folder), ``RBTUTOR_COURSE_DATA`` (the course da
 ``RBTUTOR_RELEASERS`` (comma-separated accounts whose files in the exchange are trusted,
 besides root), ``RBTUTOR_DUE_DATES`` (optional: the course's ``exercises/due_dates.yaml``; the
 opening cell then gives the student their own due date, :func:`rbtutor.course.late.show_due_date`)
-and JupyterHub's own ``JUPYTERHUB_*`` variables.
+and JupyterHub's own ``JUPYTERHUB_*`` variables. The due-dates file is read afresh for every
+fetch, with the course's bounded loader (:func:`rbtutor.course.late.parse_due_dates`: a capped
+size, no YAML aliases), so the instructor's edits reach the next fetch without a restart; on the
+hub it is ``/srv/rbtutor/due_dates.yaml``, which the course's ``exercises/due_dates.yaml`` links to
+(``hub/hubctl.py``, :func:`rbtutor.course.late.publish_due_dates`).
 """
 
 from __future__ import annotations
@@ -188,8 +192,9 @@ class FetchCore:
     def own_due_date(self, assignment: str, student: str):
         """``(due, extended)`` of :func:`rbtutor.course.late.own_due_date`, or None without a due-dates file.
 
-        A due-dates file that does not parse leaves the date out (logged for the instructor, who
-        also hears of it from ``make grade``) rather than keep every student from fetching.
+        The file is read for each call (an edit counts at once). A due-dates file that does not
+        parse leaves the date out (logged in one short line for the instructor, who also hears of it
+        from ``make grade``) rather than keep every student from fetching.
         """
         # deferred: it brings in nbgrader (about 3 s to import), needed only here
         from .late import own_due_date

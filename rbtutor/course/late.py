@@ -14,8 +14,19 @@ were given more time::
 :func:`read_due_dates` checks the whole file and refuses, naming the place and what it
 expected: an assignment the course does not have, a time without its zone, a key other than
 ``due`` and ``extensions``, a duration that is not a positive ``Nd`` or ``Nh``, a student id
-:func:`rbtutor.grading.student_ids.check_id` refuses, and an extension that ends before the
-assignment's due date.
+:func:`rbtutor.grading.student_ids.check_id` refuses, an extension that ends before the
+assignment's due date, a time that is not between the years 1 and 9999 in UTC (or an extension
+that takes it past them), and a key written twice. Every refusal is one short
+:class:`ValueError` (values are quoted cut short).
+
+Keys are read as written: an unquoted ``20231234: 3d`` (a matriculation number) is the student
+id ``20231234``, and ``0123`` is ``0123``, never the number YAML 1.1 would make of it (83). The
+file is read with a bounded loader (:func:`load_due_dates_text`), since the personalising
+service reads it as well: at most :data:`MAX_FILE_BYTES` bytes and :data:`MAX_TOKENS` YAML
+items, nested at most :data:`MAX_NESTING` deep, and no anchors, aliases or tags (``&a``,
+``*a``, ``!!str``), so a few lines cannot expand into millions of items. Times are kept as
+text by the loader and read by :func:`datetime.datetime.fromisoformat` (or as YAML's
+timestamps, ``2030-03-01 12:00:00 +1``), so that a bad one is refused with its entry's name.
 
 ``python -m rbtutor.course generate`` (``make assignments``) and every grading run
 (``make grade``, :func:`prepare_deadlines`) write the file into the gradebook: the
@@ -62,8 +73,12 @@ import json
 import math
 import os
 import re
+import reprlib
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 from nbgrader.api import SubmittedAssignment, SubmittedNotebook
@@ -84,6 +99,13 @@ BEFORE_RUN = "late_before_run.json"
 #: time added by an extension: a positive number of days or hours
 DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([dh])")
 EXAMPLE_TIME = "2025-10-06T23:59:00+02:00"
+#: a larger due-dates file is refused (a class of a thousand with ten extensions each fits in a third)
+MAX_FILE_BYTES = 1 << 20
+#: YAML items (keys, values, brackets, indentation marks) a due-dates file may hold; a few tokens an entry
+MAX_TOKENS = 200_000
+#: how deep mappings and lists may nest (the file's own shape needs three)
+MAX_NESTING = 8
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 
 
 class PercentPerDay(LateSubmissionPlugin):
@@ -125,31 +147,76 @@ class Deadline:
         return self.extensions.get(student, self.due)
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 4
+_SHORT.maxlevel = 2
+
+
+def _shown(value) -> str:
+    """``repr(value)`` cut short, for messages: a value of the file may be long."""
+    return _SHORT.repr(value)
+
+
+def _names(keys) -> str:
+    """Keys of a mapping for a message: the first few, each cut short."""
+    keys = [str(k) for k in keys]
+    shown = ", ".join(k if len(k) <= 40 else k[:37] + "..." for k in keys[:5])
+    return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "") if keys else "none"
+
+
+def _in_range(when: dt.datetime, where: str, shown: str) -> dt.datetime:
+    """``when`` itself when it is a time the gradebook can store (in UTC, years 1 to 9999); ValueError otherwise."""
+    try:
+        when.astimezone(dt.UTC)
+    except OverflowError:
+        raise ValueError(f"expected {where} between the years 1 and 9999 in UTC, got {shown}") from None
+    return when
+
+
+def _yaml_time(text: str) -> dt.datetime | None:
+    """``text`` read as YAML reads an unquoted timestamp (``2030-03-01 12:00:00 +1`` as well as ISO 8601),
+    or None when it is not one: files written before times were kept as text read as they did."""
+    if not yaml.constructor.SafeConstructor.timestamp_regexp.match(text):
+        return None
+    try:
+        return yaml.constructor.SafeConstructor().construct_yaml_timestamp(yaml.ScalarNode(_TIMESTAMP, text))
+    except (ValueError, OverflowError):
+        return None
+
+
 def _time(value, where: str) -> dt.datetime:
-    """A timezone-aware datetime from YAML (a timestamp or an ISO text); ValueError otherwise."""
+    """A timezone-aware datetime from an ISO 8601 (or YAML timestamp) text with its zone; ValueError otherwise."""
     when = value
     if isinstance(when, str):
         try:
             when = dt.datetime.fromisoformat(when)
         except ValueError:
-            when = None
+            when = _yaml_time(value)
     if not isinstance(when, dt.datetime) or when.tzinfo is None:
         raise ValueError(f"expected {where} as a date and time with its time zone, such as {EXAMPLE_TIME}, "
-                         f"got {value!r}")
-    return when
+                         f"got {_shown(value)}")
+    return _in_range(when, where, _shown(value))
 
 
 def _extension(value, due: dt.datetime, where: str) -> dt.datetime:
     """The own due date an extension entry gives: a time, or ``Nd``/``Nh`` added to ``due``."""
     match = DURATION.fullmatch(value.strip()) if isinstance(value, str) else None
     if match:
-        amount = float(match.group(1))
+        amount = float(match.group(1))  # a long run of digits is inf, refused below
         if amount <= 0:
-            raise ValueError(f"expected {where} as a positive number of days or hours (3d, 12h), got {value!r}")
-        return due + dt.timedelta(**{"days" if match.group(2) == "d" else "hours": amount})
+            raise ValueError(f"expected {where} as a positive number of days or hours (3d, 12h), "
+                             f"got {_shown(value)}")
+        try:
+            when = due + dt.timedelta(**{"days" if match.group(2) == "d" else "hours": amount})
+            when.astimezone(dt.UTC)
+        except OverflowError:
+            raise ValueError(f"expected {where} to end before the year 10000 in UTC, got {_shown(value)} "
+                             f"after {due.isoformat()}") from None
+        return when
     if isinstance(value, str) and not value[:4].isdigit():
         raise ValueError(f"expected {where} as a later date and time with its time zone ({EXAMPLE_TIME}) or "
-                         f"time added as Nd or Nh (3d, 12h), got {value!r}")
+                         f"time added as Nd or Nh (3d, 12h), got {_shown(value)}")
     when = _time(value, where)
     if when < due:
         raise ValueError(f"expected {where} no earlier than the due date {due.isoformat()}, got {when.isoformat()}")
@@ -162,13 +229,12 @@ def _deadline(name: str, value) -> Deadline:
         return Deadline(_time(value, f"{name}'s due date"))
     unknown = sorted(set(map(str, value)) - {"due", "extensions"})
     if unknown or "due" not in value:
-        raise ValueError(f"expected {name} to have the keys due and (optionally) extensions, got "
-                         f"{', '.join(map(str, value)) or 'none'}")
+        raise ValueError(f"expected {name} to have the keys due and (optionally) extensions, got {_names(value)}")
     due = _time(value["due"], f"{name}'s due date")
     extensions = value.get("extensions") or {}
     if not isinstance(extensions, dict):
         raise ValueError(f"expected {name}'s extensions as a mapping of student id to a time or Nd, got "
-                         f"{type(extensions).__name__} {extensions!r}")
+                         f"{type(extensions).__name__} {_shown(extensions)}")
     own = {}
     for student, until in extensions.items():
         try:
@@ -191,15 +257,21 @@ def parse_due_dates(path: Path, known: list[str] | None = None) -> dict[str, Dea
     """
 
     path = Path(path)
-    if not path.is_file():
+    data = _read_bounded(path)
+    if data is None:
         return None
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        raw = load_due_dates_text(data.decode("utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: expected UTF-8 text, got byte {exc.object[exc.start]:#04x} at {exc.start}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of assignment to due date, got {type(raw).__name__}")
     deadlines = {}
     for name, value in raw.items():
         if known is not None and name not in known:
-            raise ValueError(f"{path}: no assignment {name!r} in {path.parent}")
+            raise ValueError(f"{path}: no assignment {_shown(name)} in {path.parent}")
         try:
             deadlines[str(name)] = _deadline(str(name), value)
         except ValueError as exc:
@@ -207,9 +279,137 @@ def parse_due_dates(path: Path, known: list[str] | None = None) -> dict[str, Dea
     return deadlines
 
 
+def _read_bounded(path: Path) -> bytes | None:
+    """The bytes of the due-dates file ``path`` (links followed), at most :data:`MAX_FILE_BYTES`; None when
+    there is no file (a link to a file not written yet included). ValueError when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError(f"{path}: expected a regular file")
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: expected at most {MAX_FILE_BYTES >> 10} KiB, got a larger file")
+    return data
+
+
+_LOADER_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed: the same results, faster
+_OPENING = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
+            yaml.FlowSequenceStartToken)
+_CLOSING = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+class _DueDatesLoader(_LOADER_BASE):
+    """YAML's safe loader, except that times stay text (:func:`_time` reads them, naming the entry) and
+    each key is the text as written (``0123`` is ``0123``), a key written twice being an error."""
+
+    yaml_implicit_resolvers: ClassVar[dict] = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
+        for first, resolvers in _LOADER_BASE.yaml_implicit_resolvers.items()}
+
+    def construct_mapping(self, node, deep=False):
+        mapping = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise ValueError(f"line {line}: expected a name as key, got a {key_node.id}")
+            key = key_node.value
+            if key in mapping:
+                raise ValueError(f"line {line}: {_shown(key)} is written twice in the same mapping")
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+def _check_tokens(text: str) -> None:
+    """Refuse, before anything is built, YAML that could cost more than its size: anchors, aliases and
+    tags, more than :data:`MAX_TOKENS` items, nesting deeper than :data:`MAX_NESTING`."""
+    depth = 0
+    for count, token in enumerate(yaml.scan(text, Loader=_LOADER_BASE)):
+        line = token.start_mark.line + 1
+        if isinstance(token, (yaml.AnchorToken, yaml.AliasToken)):
+            raise ValueError(f"line {line}: anchors and aliases (&name, *name) are not allowed here; "
+                             "write each entry out")
+        if isinstance(token, yaml.TagToken):
+            raise ValueError(f"line {line}: tags (!!str, !name) are not allowed here; quote the value instead")
+        if count >= MAX_TOKENS:
+            raise ValueError(f"expected at most {MAX_TOKENS} YAML items, got more by line {line}")
+        if isinstance(token, _OPENING):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ValueError(f"line {line}: expected mappings and lists nested at most {MAX_NESTING} deep")
+        elif isinstance(token, _CLOSING):
+            depth -= 1
+
+
+def load_due_dates_text(text: str):
+    """The YAML of a due-dates file as Python objects, read within bounds (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        The text is not YAML, or breaks a bound; the message is short and gives the line.
+    """
+    try:
+        _check_tokens(text)
+        return yaml.load(text, Loader=_DueDatesLoader)  # a safe loader: see the class
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise ValueError(f"{where}expected YAML, got text that does not parse: "
+                         f"{str(exc.problem or exc.context)[:120]}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"expected YAML, got text that does not parse: {str(exc)[:120]}") from None
+
+
 def read_due_dates(layout: CourseLayout) -> dict[str, Deadline] | None:
     """The deadlines of ``exercises/due_dates.yaml``, checked against the course; None without the file."""
     return parse_due_dates(Path(layout.exercises) / DUE_DATES, known=list(layout.assignments()))
+
+
+def publish_due_dates(layout: CourseLayout, published: str | Path | None = None) -> list[str]:
+    """Make the due-dates file the hub's fetch service reads the course's own again; lines to print.
+
+    ``published`` (by default ``$RBTUTOR_DUE_DATES``, which ``make hub`` sets for the instructor)
+    is that file. On the hub the course's ``exercises/due_dates.yaml`` is a link to it, so an
+    edit reaches the next fetch at once. A tool that replaces the link by a file of its own
+    (``sed -i``, ``mv``, ``git checkout``) would leave the service with the old dates: then the
+    course's file, checked first by the caller, is copied there (atomically, mode 0640, in the
+    group of its folder, so that the service's account reads it and no student does) and the
+    link is made again. Nothing happens without ``published``, without a course file, or when
+    the course's file is ``published`` itself. A file that cannot be copied is said in a line,
+    never raised: grading goes on.
+    """
+    published = published or os.environ.get("RBTUTOR_DUE_DATES")
+    course_file = Path(layout.exercises) / DUE_DATES
+    if not published or course_file.is_symlink() or not course_file.is_file():
+        return []
+    published = Path(published)
+    if course_file.resolve() == published.resolve():
+        return []
+    temporary = None
+    try:
+        data = _read_bounded(course_file) or b""
+        fd, temporary = tempfile.mkstemp(prefix=".due_dates-", dir=published.parent)
+        with os.fdopen(fd, "wb") as handle:
+            os.fchown(handle.fileno(), -1, os.stat(published.parent).st_gid)
+            os.fchmod(handle.fileno(), 0o640)
+            handle.write(data)
+        os.replace(temporary, published)
+        temporary = str(course_file.with_name(f".{DUE_DATES}-link-{os.getpid()}"))
+        os.symlink(published, temporary)
+        os.replace(temporary, course_file)
+        temporary = None
+    except (OSError, ValueError) as exc:
+        return [f"could not copy {course_file} to {published}, where the hub's fetch service reads the due dates "
+                f"({getattr(exc, 'strerror', None) or exc}): fetched notebooks show the dates of {published}"]
+    finally:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+    return [f"{course_file} copied to {published}, where the hub's fetch service reads it, and linked to it again"]
 
 
 def own_due_date(path: Path, assignment: str, student: str) -> tuple[dt.datetime | None, bool]:
@@ -233,12 +433,13 @@ def set_due_dates(layout: CourseLayout, grader, handing_in: list[tuple[str, str]
     Assignments not yet in the gradebook are created there (as ``generate`` would). Every
     submission gets its extension (or none); ``handing_in``, pairs ``(assignment, student)``
     about to be graded for the first time, get their submission row made first, so that their
-    first grading already sees their own due date.
+    first grading already sees their own due date. On the hub, the file the fetch service reads
+    is kept the course's own (:func:`publish_due_dates`).
     """
     deadlines = read_due_dates(layout)
     if deadlines is None:
         return []
-    lines = []
+    lines = publish_due_dates(layout)
     with grader.gradebook as gradebook:
         students = {s.id for s in gradebook.students}
         for name in layout.assignments():
