@@ -133,6 +133,16 @@ def test_grade_refuses_a_bad_due_dates_file_in_one_short_line(tmp_path, text, na
     assert not (course / "grades.csv").exists()
 
 
+def test_assign_refuses_a_bad_due_dates_file_as_grade_does(tmp_path):
+    """``rbtutor assign`` (generate) also puts the due dates into the gradebook: the same refusal."""
+    course = course_with(tmp_path, ALIAS_BOMB)
+    result = run_course(course, "generate")
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert "line 1" in result.stderr
+    assert len(result.stderr) < SHORT + len(str(course)), result.stderr[:2000]
+
+
 def test_grade_takes_numeric_student_ids(tmp_path):
     course = course_with(tmp_path, "problem03: {due: 2030-03-01T12:00:00+01:00, extensions: {20231234: 3d}}\n")
     result = run_course(course, "grade")

@@ -83,9 +83,9 @@ def generate(layout: CourseLayout) -> int:
     try:
         for line in set_due_dates(layout, grader):
             print(line, flush=True)
-    except ValueError as exc:
-        print(f"due dates: {exc}", file=sys.stderr)
-        return 1
+    except ValueError as exc:  # refused in one line, as grade refuses it
+        print(f"due dates: {terminal_text(exc)}", file=sys.stderr)
+        return 2
     return 0
 
 
