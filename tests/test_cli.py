@@ -98,8 +98,8 @@ def test_the_command_is_installed_and_lists_every_verb_with_an_example():
     assert same.stdout == out.stdout  # python -m rbtutor is the same command
 
 
-@pytest.mark.parametrize("verb", ["try", "key", "data", "render", "assign", "collect", "similarity", "grade", "feedback",
-                                  "export", "report", "config", "checks", "hub"])
+@pytest.mark.parametrize("verb", ["try", "key", "data", "render", "assign", "collect", "similarity", "grade",
+                                  "feedback", "export", "report", "config", "checks", "hub"])
 def test_every_verb_has_help_with_an_example(verb):
     out = rbtutor(verb, "--help")
     assert out.returncode == 0, out.stderr
