@@ -622,7 +622,7 @@ def test_a_flood_does_not_hold_up_another_students_check(hub):
     Afterwards: every half-sent request was answered or closed within the body and idle timeouts,
     and the refused checks were counted, with their sender.
     """
-    from rbtutor.course.checks.service import BODY_TIMEOUT, IDLE_TIMEOUT
+    from rbtutor.course.hub_service import BODY_TIMEOUT, IDLE_TIMEOUT
 
     flood_seconds = 14.0  # longer than BODY_TIMEOUT, so the flood outlives the requests held open
     for attempt in range(10):
@@ -904,7 +904,7 @@ def test_the_server_closes_the_longest_waiting_connection_to_make_room():
     """BoundedHTTPServer with room for 4: 4 idle connections do not keep a fifth, complete request out."""
     from tornado import web
 
-    from rbtutor.course.checks.service import BoundedHTTPServer
+    from rbtutor.course.hub_service import BoundedHTTPServer
 
     class Hello(web.RequestHandler):
         def get(self):

@@ -329,3 +329,30 @@ def test_a_failed_personal_fetch_leaves_no_copy(exchange, tmp_path, stand_in, mo
     with pytest.raises(ExchangeError):
         fetch_as_student(exchange, home, stand_in[1], monkeypatch)
     assert not (home / "problem03").exists(), "the released numbers must not stay behind as the student's copy"
+
+
+def test_the_service_closes_a_connection_that_sends_no_request(tmp_path):
+    """The fetch service is served with the same bounds as the check service (rbtutor.course.hub_service):
+    a connection that sends nothing is closed after IDLE_TIMEOUT s, not held for tornado's hour."""
+    from rbtutor.course.hub_service import IDLE_TIMEOUT
+
+    with socket.socket() as probe:  # a free port on the loopback
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "outbound").mkdir()
+    (tmp_path / "data.yaml").write_text("variants: {per_student: false}\n")
+    env = {**os.environ, "RBTUTOR_OUTBOUND": str(tmp_path / "outbound"),
+           "RBTUTOR_COURSE_DATA": str(tmp_path / "data.yaml"), "JUPYTERHUB_API_TOKEN": "unused",
+           "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}",
+           "JUPYTERHUB_SERVICE_PREFIX": "/services/rbtutor-fetch/"}
+    service = subprocess.Popen([sys.executable, "-m", "rbtutor.course.fetch_service"], env=env, cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        banner = service.stdout.readline()  # printed once the socket listens
+        assert "rbtutor-fetch: serving" in banner, banner
+        with socket.create_connection(("127.0.0.1", port)) as idle:
+            idle.settimeout(IDLE_TIMEOUT + 20)  # a safety net: without the bound recv() times out here
+            assert idle.recv(1) == b""  # closed by the server, with nothing sent either way
+    finally:
+        service.terminate()
+        service.wait(timeout=30)

@@ -52,11 +52,13 @@ from pathlib import Path
 
 from ..grading.student_ids import check_id
 from ..problems.variants import load_course_data, per_student
-from .hub_service import serve_forever, service_address
+from .hub_service import serve, service_address
 
 SERVICE_NAME = "rbtutor-fetch"
 #: requests with a longer body are refused (413)
 MAX_BODY = 4 * 1024
+#: the longest body the server reads at all (then the connection is closed without an answer)
+DRAIN_LIMIT = 64 * 1024
 #: a released notebook larger than this is refused (the exchange is the instructor's, but a cap costs nothing)
 MAX_NOTEBOOK = 16 * 1024 * 1024
 #: one name of an assignment, folder or notebook, as nbgrader and the course name them
@@ -318,7 +320,8 @@ def main() -> int:
                      Path(due_dates) if due_dates else None)
     prefix, bind = service_address(SERVICE_NAME, "http://127.0.0.1:10102")
     app = make_app(core, prefix)
-    serve_forever(app, bind, f"rbtutor-fetch: serving {prefix} on {bind.geturl()} from {outbound}")
+    # bodies up to the drain limit are read, so that one over MAX_BODY gets its 413; larger ones are cut off
+    serve(app, bind, f"rbtutor-fetch: serving {prefix} on {bind.geturl()} from {outbound}", max_body_size=DRAIN_LIMIT)
     return 0
 
 

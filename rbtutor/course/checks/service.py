@@ -39,19 +39,20 @@ status when
 503    the judge's worker process died (the check is not counted; send it again)
 ====== =====================================================================================
 
-What one client can hold (see :class:`BoundedHTTPServer` and :meth:`CheckHandler.prepare`):
-the service sits behind the hub's proxy, so every request comes from the proxy's address
-and a cap per address would be a cap on the whole class. The bounds are therefore:
+What one client can hold (see :class:`..hub_service.BoundedHTTPServer`, which both hub
+services use, and :meth:`CheckHandler.prepare`): the service sits behind the hub's proxy, so
+every request comes from the proxy's address and a cap per address would be a cap on the
+whole class. The bounds are therefore:
 
 * before the headers are in (nobody is known yet): a connection is closed after
-  :data:`IDLE_TIMEOUT` s without a complete request, and at most :data:`MAX_CONNECTIONS`
-  are open; when that many are, the one waiting longest for its request is closed to make
-  room (connections that never sent a request first), so a pile of idle connections
-  cannot keep a new one out;
+  ``IDLE_TIMEOUT`` s without a complete request, and at most ``MAX_CONNECTIONS`` are open
+  (both of :mod:`..hub_service`); when that many are, the one waiting longest for its
+  request is closed to make room (connections that never sent a request first), so a pile of
+  idle connections cannot keep a new one out;
 * once the headers are in: the token names the user, and one user may have
   :data:`PER_USER_REQUESTS` requests open at once (requests without a known user, all
-  together, :data:`ANONYMOUS_REQUESTS`); a body must arrive within :data:`BODY_TIMEOUT` s
-  and may not exceed :data:`DRAIN_LIMIT` bytes;
+  together, :data:`ANONYMOUS_REQUESTS`); a body must arrive within ``BODY_TIMEOUT`` s and
+  may not exceed :data:`DRAIN_LIMIT` bytes;
 * judging runs in worker processes (:mod:`.pool`), so neither a slow key nor the
   statistics page holds up another student's check.
 
@@ -71,22 +72,17 @@ names is asked for (see :mod:`rbtutor.course.checks`), so the core's users do wi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import resource
 import secrets
-import signal
 import time
 from pathlib import Path
 
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated, UserNotAllowed
 from jupyterhub.utils import url_path_join
-from tornado import httputil, web
-from tornado.httpserver import HTTPServer
-from tornado.log import app_log
+from tornado import web
 
-from ..hub_service import service_address
+from ..hub_service import serve, service_address
 from .core import (
     DRAIN_LIMIT,
     INSTRUCTOR_GROUP,
@@ -99,12 +95,6 @@ from .core import (
 from .pool import JudgePool, process_pool
 from .stats import refused_csv, statistics, statistics_csv, statistics_html
 
-#: seconds a connection may stay open without a complete request's headers (tornado's default: 3600)
-IDLE_TIMEOUT = 10.0
-#: seconds a request's body may take to arrive once its headers are in (tornado's default: no limit)
-BODY_TIMEOUT = 10.0
-#: connections open at once; when full, the one waiting longest for its request is closed
-MAX_CONNECTIONS = 512
 #: requests of one hub user open at once (a notebook's check() sends one at a time)
 PER_USER_REQUESTS = 4
 #: requests whose token names no user, all together
@@ -355,134 +345,6 @@ def make_app(core: CheckCore, prefix: str, instructor_group: str = INSTRUCTOR_GR
     ], cookie_secret=secrets.token_bytes(32), xsrf_cookies=True)
 
 
-class _Watched(httputil.HTTPMessageDelegate):
-    """A request's delegate that tells the server when the headers and the body are in."""
-
-    def __init__(self, server: BoundedHTTPServer, conn, delegate: httputil.HTTPMessageDelegate):
-        self.server, self.conn, self.delegate = server, conn, delegate
-
-    def headers_received(self, start_line, headers):
-        self.server._phase(self.conn, "body")
-        return self.delegate.headers_received(start_line, headers)
-
-    def data_received(self, chunk):
-        return self.delegate.data_received(chunk)
-
-    def finish(self):
-        self.server._phase(self.conn, "answer")
-        return self.delegate.finish()
-
-    def on_connection_close(self):
-        return self.delegate.on_connection_close()
-
-
-class BoundedHTTPServer(HTTPServer):
-    """tornado's HTTPServer with at most ``max_connections`` connections open.
-
-    Each connection is known to be waiting for a request's headers, for its body, or being
-    answered (its request is complete). When a new connection comes and the cap is reached,
-    the connection that has waited longest for headers or body is closed, those that never
-    completed a request first; if every connection is being answered, the new one is
-    closed. A client that opens many connections and sends nothing (or little) thus loses
-    its own oldest ones, and a client that sends a request at once gets in.
-    """
-
-    def initialize(self, *args, max_connections: int = MAX_CONNECTIONS, **kwargs):
-        super().initialize(*args, **kwargs)
-        if max_connections < 1:
-            raise ValueError(f"expected max_connections >= 1, got {max_connections}")
-        self.max_connections = max_connections
-        self.closed_for_room = 0
-        # connection -> [phase, since (monotonic), requests completed]
-        self._state: dict = {}
-        self._said = 0.0
-
-    def handle_stream(self, stream, address):
-        if len(self._connections) >= self.max_connections and not self._make_room():
-            stream.close()
-            self._say("a new connection was refused: every connection is being answered")
-            return
-        super().handle_stream(stream, address)
-
-    def _make_room(self) -> bool:
-        waiting = [(served > 0, since, id(conn), conn) for conn, (phase, since, served) in self._state.items()
-                   if phase in ("headers", "body") and conn in self._connections]
-        if not waiting:
-            return False
-        conn = min(waiting)[3]
-        self._state.pop(conn, None)
-        conn.stream.close()
-        self.closed_for_room += 1
-        self._say(f"{self.closed_for_room} connection(s) closed so far to make room "
-                  f"({self.max_connections} open at most)")
-        return True
-
-    def _say(self, message: str) -> None:
-        # at most one line every 10 s in the hub's log, however hard the service is pressed
-        if time.monotonic() - self._said > 10:
-            self._said = time.monotonic()
-            app_log.warning("rbtutor-check: %s", message)
-
-    def _phase(self, conn, phase: str) -> None:
-        state = self._state.get(conn)
-        if state is not None:
-            state[0], state[1] = phase, time.monotonic()
-            if phase == "answer":
-                state[2] += 1
-
-    def start_request(self, server_conn, request_conn):
-        state = self._state.setdefault(server_conn, ["headers", time.monotonic(), 0])
-        state[0], state[1] = "headers", time.monotonic()
-        return _Watched(self, server_conn, super().start_request(server_conn, request_conn))
-
-    def on_close(self, server_conn):
-        self._state.pop(server_conn, None)
-        super().on_close(server_conn)
-
-
-def _allow_open_files(needed: int) -> int:
-    """Raise this process's soft limit of open files to at least ``needed`` when the hard limit allows.
-
-    Returns the connection cap that fits under the soft limit (``needed`` less a margin for
-    the service's own files and the workers' pipes, when it could not be raised far enough).
-    """
-    margin = 128
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = needed + margin
-    if soft != resource.RLIM_INFINITY and soft < want:
-        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-        soft = new
-    return needed if soft == resource.RLIM_INFINITY else max(1, min(needed, soft - margin))
-
-
-def serve(app, bind, banner: str, judges: JudgePool | None = None, max_connections: int = MAX_CONNECTIONS) -> None:
-    """Serve ``app`` at ``bind`` with the service's bounds, until the process is stopped (SIGTERM or SIGINT).
-
-    The client's address is read from the ``X-Real-Ip`` and ``X-Forwarded-For`` headers the
-    hub's proxy sets (``xheaders``); ``banner`` is printed once the socket listens, for the
-    hub's log. On the way out the judge's workers are stopped.
-    """
-    cap = _allow_open_files(max_connections)
-
-    async def run():
-        server = BoundedHTTPServer(app, xheaders=True, idle_connection_timeout=IDLE_TIMEOUT,
-                                   body_timeout=BODY_TIMEOUT, max_body_size=DRAIN_LIMIT, max_connections=cap)
-        server.listen(bind.port or 80, bind.hostname or "127.0.0.1")
-        stop = asyncio.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
-        print(banner, flush=True)
-        await stop.wait()
-        server.stop()
-
-    try:
-        asyncio.run(run())
-    finally:
-        if judges is not None:
-            judges.shutdown()
-
-
 def main() -> int:
     """Run the service with the configuration the hub passes in the environment."""
     course = os.environ.get("RBTUTOR_COURSE")
@@ -494,5 +356,6 @@ def main() -> int:
     judges = JudgePool(core, lambda: process_pool(core.course))
     judges.warm()
     app = make_app(core, prefix, os.environ.get("RBTUTOR_INSTRUCTOR_GROUP", INSTRUCTOR_GROUP), judges=judges)
-    serve(app, bind, f"rbtutor-check: serving {prefix} on {bind.geturl()} for {course}", judges)
+    serve(app, bind, f"rbtutor-check: serving {prefix} on {bind.geturl()} for {course}", max_body_size=DRAIN_LIMIT,
+          on_stop=judges.shutdown)
     return 0
