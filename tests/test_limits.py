@@ -163,6 +163,74 @@ def test_twenty_children_share_one_memory_limit(course, tmp_path, monkeypatch):
     assert sandbox.DEFAULT_TREE_MEMORY == 2 * 2**30
 
 
+# The kernel holds 600 MiB of its own (allocated after the fork, so not shared with the children, which are
+# each smaller than the kernel), then twenty children each write 256 MiB and hold it. Each child reports its
+# pid once its block fits; the kernel waits until every child has fitted or died, then lets the survivors end.
+KERNEL_HOLDS_CHILDREN_TOO = """
+import os, select, signal
+go_r, go_w = os.pipe()
+fit_r, fit_w = os.pipe()
+done_r, done_w = os.pipe()
+children = []
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        os.close(go_w); os.close(fit_r); os.close(done_w)
+        os.read(go_r, 1)
+        block = b"x" * (256 * 2**20)
+        os.write(fit_w, b"%d," % os.getpid())
+        os.read(done_r, 1)
+        os._exit(0)
+    children.append(pid)
+for fd in (go_r, fit_w, done_r):
+    os.close(fd)
+held = b"k" * (600 * 2**20)
+os.close(go_w)
+ended = {os.pidfd_open(pid): pid for pid in children}
+settled, reports = set(), b""
+while len(settled) < len(children):
+    ready, _, _ = select.select([fit_r, *[fd for fd, pid in ended.items() if pid not in settled]], [], [])
+    for fd in ready:
+        if fd == fit_r:
+            reports += os.read(fit_r, 4096)
+            settled |= {int(p) for p in reports.split(b",")[:-1]}
+        else:
+            settled.add(ended[fd])
+os.close(done_w)
+killed = 0
+for pid in children:
+    _, status = os.waitpid(pid, 0)
+    killed += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+print("KILLED", killed)
+"""
+
+
+def test_twenty_children_of_256_mib_are_stopped_before_the_kernel(course, tmp_path, monkeypatch):
+    """Issue 33: twenty children of 256 MiB each under the default 2 GiB, the kernel holding 600 MiB of its
+    own (more than any child). The children are stopped, never the kernel: it keeps its data, runs the
+    later cells and hands in their answer, and every process stopped is named (memory_limit)."""
+    needs_root("makes a memory cgroup for each kernel")
+    from rbtutor.grading.protocol import ANSWER_MIME, handed_in
+
+    _, work = course
+    monkeypatch.delenv("RBTUTOR_KERNEL_TREE_MEMORY", raising=False)
+    hand_in = (f"display({{{ANSWER_MIME!r}: {{'id': 'p3.b.K', 'value': len(held) / 2**20 + 6 * 7}}, "
+               "'text/plain': 'K'}, raw=True)")
+    nb, events = bounded_execute(work, [KERNEL_HOLDS_CHILDREN_TOO, "print('held', len(held) // 2**20)", hand_in],
+                                 tmp_path)
+    text = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    assert "KILLED" in text, nb.cells[0].outputs
+    killed = int(text.split("KILLED ")[1].split()[0])
+    # what fits beside the kernel's 600 MiB: at most 5 children at once, and every child held on until all settled
+    assert killed >= 20 - (sandbox.DEFAULT_TREE_MEMORY - 600 * 2**20) // (256 * 2**20), text
+    assert nb.cells[1].outputs[0].text == "held 600\n", nb.cells[1].outputs
+    assert handed_in(nb.cells[2], "p3.b.K") == {"id": "p3.b.K", "value": 642.0}, nb.cells[2].outputs
+    stopped = [e for e in events if e["kind"] == "memory_limit"]
+    assert sum(e["killed"] for e in stopped) == killed, events  # the group's kills were all children
+    assert stopped[0]["limit"] == sandbox.DEFAULT_TREE_MEMORY, events
+    assert not [e for e in events if e["kind"] in ("kernel_died", "kernel_unresponsive", "cells_not_run")], events
+
+
 def test_the_memory_bound_is_stated(one_course):
     """The launcher records how memory is bounded: a cgroup as root here, else the per-process limit only."""
     _, work = one_course

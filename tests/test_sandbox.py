@@ -220,6 +220,39 @@ def test_memory_is_bounded(course):
     assert "45" in out[2], out  # the kernel survives
 
 
+def test_what_the_kernel_forks_is_stopped_before_it_at_the_memory_limit(course):
+    """A process the kernel forks (os.fork, multiprocessing) raises its out-of-memory score to
+    HELPER_OOM_SCORE_ADJ; the kernel keeps its own, so the system stops the children first. A program
+    started with exec (subprocess) keeps the kernel's score, as the README says."""
+    _, work = course
+    out = execute(work, [probe("""
+        import multiprocessing, os, subprocess, sys
+        def score():
+            with open("/proc/self/oom_score_adj") as handle:
+                return handle.read().strip()
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(writer, score().encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        forked = os.read(reader, 16).decode()
+        here, there = multiprocessing.Pipe()
+        child = multiprocessing.Process(target=lambda: there.send(score()))
+        child.start()
+        spawned = here.recv()
+        child.join()
+        started = subprocess.run([sys.executable, "-c", "print(open('/proc/self/oom_score_adj').read().strip())"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        print("KERNEL", score(), "FORKED", forked, "MULTIPROCESSING", spawned, "EXEC", started)
+    """)])
+    assert results(out) == ["ok"], out
+    assert f"FORKED {sandbox.HELPER_OOM_SCORE_ADJ} MULTIPROCESSING {sandbox.HELPER_OOM_SCORE_ADJ}" in out[0], out
+    kernel = int(out[0].split("KERNEL ")[1].split()[0])
+    assert kernel < sandbox.HELPER_OOM_SCORE_ADJ, out
+    assert int(out[0].split("EXEC ")[1].split()[0]) == kernel, out
+
+
 def test_fork_loop_hits_the_process_limit(course):
     _, work = course
     out = execute(work, [probe("""

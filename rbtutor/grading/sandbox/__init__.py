@@ -26,7 +26,8 @@ It is an IPython kernel with these differences from a plain one:
 * it is bounded: resident memory of the kernel and every process it starts
   ``RBTUTOR_KERNEL_TREE_MEMORY`` (default 2 GiB, no swap) in a memory cgroup of its own, a
   child of the grader's (v2, else v1; where none can be made, for instance when grading
-  unprivileged, only the per-process bound holds and the launcher records why); address
+  unprivileged, only the per-process bound holds and the launcher records why), where the
+  processes the kernel forks are stopped before it (``HELPER_OOM_SCORE_ADJ``); address
   space per process ``RBTUTOR_KERNEL_MEMORY`` (bytes, default 4 GiB), processes and threads
   ``RBTUTOR_KERNEL_NPROC`` more than that user has at launch (default 128), files
   ``RBTUTOR_KERNEL_FSIZE`` (default 1 GiB), ``/tmp`` 512 MiB, the working folder 256 MiB,
@@ -127,6 +128,7 @@ from .plan import (
     DEFAULT_NPROC,
     DEFAULT_TREE_MEMORY,
     GIB,
+    HELPER_OOM_SCORE_ADJ,
     HIDE_SIZE,
     INNER_SOURCE,
     INPUT,
@@ -156,7 +158,8 @@ from .zygote_client import PLACEHOLDER, start_from_zygote, start_zygote, zygote_
 
 __all__ = [
     "ALWAYS_HIDDEN", "CGROUP_MOUNT", "CONNECTION", "DEFAULT_FSIZE", "DEFAULT_MEMORY", "DEFAULT_NPROC",
-    "DEFAULT_TREE_MEMORY", "GIB", "GROUP_PREFIX", "HIDE_SIZE", "INNER_SOURCE", "INPUT", "KEPT_ENV",
+    "DEFAULT_TREE_MEMORY", "GIB", "GROUP_PREFIX", "HELPER_OOM_SCORE_ADJ", "HIDE_SIZE", "INNER_SOURCE", "INPUT",
+    "KEPT_ENV",
     "KERNEL_HASH_SEED", "KERNEL_NAME", "OUTPUT_KEEP", "PLACEHOLDER", "PR_SET_PDEATHSIG", "SANDBOX_UID_BASE",
     "SOCKETS", "SOCKET_FS_SIZE", "SandboxError", "SandboxInputs", "SandboxPlan", "TMP_SIZE", "WORK_SIZE",
     "bwrap_path", "check_sandbox", "connection_argument", "fresh_kernel_argv", "inside", "install", "ipc_prefix",

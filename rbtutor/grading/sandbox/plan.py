@@ -31,6 +31,12 @@ WORK_SIZE = 256 * 2**20  # the kernel's working folder: a tmpfs of this size ins
 INPUT = "/tmp/.rbtutor-input"  # where the notebook's folder is seen, read-only, inside the sandbox
 HIDE_SIZE = 4 * 2**20
 DEFAULT_TREE_MEMORY = 2 * GIB  # resident memory of the kernel and all its processes (a cgroup, where one can be made)
+# At the memory limit of the tree the system stops the process of the highest score: its resident memory
+# plus oom_score_adj thousandths of the limit. Every process the kernel forks (os.fork, multiprocessing) raises
+# its own to HELPER_OOM_SCORE_ADJ (INNER_SOURCE, a literal there), which any process may do, so it is stopped
+# before the kernel (0) whatever their sizes; the kernel only when none is left. Lowering the kernel's
+# instead would need CAP_SYS_RESOURCE, which root does not always have (the course machine's does not).
+HELPER_OOM_SCORE_ADJ = 1000
 SOCKETS = "/tmp/.rbtutor-ipc"  # the kernel's IPC sockets, inside the sandbox: a tmpfs of SOCKET_FS_SIZE of its own
 SOCKET_FS_SIZE = 16 * 2**10
 CONNECTION = "/tmp/.rbtutor-connection.json"  # the kernel's connection file, bound read-only
@@ -64,6 +70,19 @@ class _RefuseCourseLibrary(importlib.abc.MetaPathFinder):
 for _name in [n for n in sys.modules if n == "rbtutor" or n.startswith("rbtutor.")]:
     del sys.modules[_name]
 sys.meta_path.insert(0, _RefuseCourseLibrary())
+
+
+def _as_helper():
+    # a process the kernel forks (os.fork, multiprocessing) is stopped before the kernel at the memory
+    # limit (HELPER_OOM_SCORE_ADJ): any process may raise its own score
+    try:
+        with open("/proc/self/oom_score_adj", "w") as _adj:
+            _adj.write("1000")
+    except OSError:
+        pass
+
+
+os.register_at_fork(after_in_child=_as_helper)
 # no debugger while grading: ipykernel then skips importing debugpy, a fifth of the kernel's start
 sys.modules["debugpy"] = None
 os.environ["RBTUTOR_AUTOGRADING"] = "1"
