@@ -7,10 +7,7 @@ what their kernel printed is rendered and cleaned by the layers below it
 (:mod:`.allowlist`, :mod:`.mathml`); the grader's notes (:mod:`.grader_notes`) are left
 out. :func:`render_bounded` keeps a page within :data:`PAGE_TIME_LIMIT` and
 :data:`PAGE_MAX_BYTES`, and :func:`write_feedback` writes it without following links.
-
-The notebook sanitiser and the preprocessors that used to live here are importable from
-this module still (``rbtutor.grading.feedback.SanitizeNotebook`` in an nbgrader
-configuration keeps working); their homes are :mod:`.sanitize`, :mod:`.mathml` and
+The notebook sanitiser and the grader's notes live in :mod:`.sanitize`, :mod:`.mathml` and
 :mod:`.grader_notes`.
 """
 
@@ -32,39 +29,13 @@ from pygments.util import ClassNotFound
 
 from .allowlist import _clean
 from .config import GRADING
-from .grader_notes import (
-    GRADER_NOTE,
-    DropGraderNotes,
-    GraderNotes,
-    _nbgrader,
-    grader_note,
-    is_grader_note,
-    solution_text,
-)
-from .mathml import Remembered, _markdown_html, _source, math_to_mathml, prerender_math
+from .grader_notes import _nbgrader, is_grader_note
+from .mathml import Remembered, _markdown_html, _source
 from .protocol import HAND_IN
-from .sanitize import C1_CONTROLS, SAFE_MIME_TYPES, SanitizeNotebook, _is_base64, sanitize_notebook
+from .sanitize import C1_CONTROLS, _is_base64
 from .time_bound import time_bound
 
-__all__ = [
-    "PAGE_MAX_BYTES",
-    "PAGE_TIME_LIMIT",
-    "render_bounded",
-    "render_feedback",
-    "write_feedback",
-    # re-exported from their new homes, for callers and nbgrader configurations that name them here
-    "GRADER_NOTE",
-    "SAFE_MIME_TYPES",
-    "DropGraderNotes",
-    "GraderNotes",
-    "SanitizeNotebook",
-    "grader_note",
-    "is_grader_note",
-    "math_to_mathml",
-    "prerender_math",
-    "sanitize_notebook",
-    "solution_text",
-]
+__all__ = ["PAGE_MAX_BYTES", "PAGE_TIME_LIMIT", "render_bounded", "render_feedback", "write_feedback"]
 
 # --------------------------------------------------------------------------- the feedback page
 
