@@ -297,7 +297,7 @@ def test_the_gradebook_is_read_one_assignment_at_a_time(tmp_path, venv_on_path):
     while they do is one assignment's submissions, not the whole class's."""
     from nbgrader.api import Gradebook, SubmittedAssignment
 
-    from rbtutor.course.grade import each_submission
+    from rbtutor.course.grade_rows import each_submission
 
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     _gradebook(url, 12)

@@ -150,7 +150,7 @@ def _part_order(layout: CourseLayout, assignment: str) -> list[str]:
 def _read_submissions(grader) -> list[dict]:
     """Every graded submission as plain data: student, assignment, lateness, each part's score."""
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
-    from .grade import each_submission
+    from .grade_rows import each_submission
     from .hand_grades import hand_grade_problem
 
     rows = []

@@ -48,7 +48,7 @@ def hand_grade_problem(grade) -> str | None:
 
 def _points(grade) -> float | None:
     """The part's points, from its cell (loaded with the grade by
-    :func:`rbtutor.course.grade.each_submission`; nbgrader's ``Grade.max_score`` is a deferred
+    :func:`rbtutor.course.grade_rows.each_submission`; nbgrader's ``Grade.max_score`` is a deferred
     column that would cost a query per grade)."""
     cell = grade.cell
     return cell.max_score if cell is not None else grade.max_score
