@@ -4,7 +4,7 @@ and assignment, as a real class would hand them in (benchmark set-up; no pipelin
 * Per-student variants are on (``exercises/problem_data.yaml``: ``variants: {per_student: true}``),
   and each student's notebook is the released one with that student's numbers put in by the
   course's own fetch step (:func:`rbtutor.course.personal.personalise`), then answered with the
-  key's computations in the student's own text (``tests/test_assignments.answered``, with the
+  key's computations in the student's own text (:func:`rbtutor.course.trial.answered`, with the
   student's name in every note and in the written parts): no two notebooks are the same.
 * Every :data:`WRONG_EVERY`-th submission has a wrong answer: its first handed-in value that
   is numeric and not zero in the student's own key is scaled by :data:`WRONG_FACTOR`, in a cell
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from nbformat.v4 import new_code_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_DATA = "# the benchmark's course data: the reference ship, per-student variants on\n" \
-              "variants: {per_student: true, salt: bench}\n"
+              "variants: {per_student: true, salt: bench-course-salt-2026}\n"
 WRONG_EVERY, WRONG_FACTOR = 4, 1.07
 SLOW_LOOP = 25_000_000
 TIMESTAMP = "2026-12-01 12:00:00.000000 UTC"
@@ -60,8 +59,7 @@ def plan(count: int, assignments: list[str]) -> list[Submission]:
 
 def _answered_by(student: str, nb, source: Path) -> nbformat.NotebookNode:
     """The key's computations and written parts, in ``student``'s own words."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_assignments import OWN_EXPLANATION, answered
+    from rbtutor.course.trial import OWN_EXPLANATION, answered
 
     nb = answered(nb, source)
     for cell in nb.cells:
