@@ -2,9 +2,9 @@
 
 ``python -m rbtutor.course export --to canvas|moodle|blackboard --roster roster.csv --out FILE``
 
-The scores are the ``final_score`` column of ``grades.csv`` (the submission score less the late
-penalty), produced by :func:`rbtutor.course.grade.export_grades` itself into a scratch file, so
-the LMS file and ``grades.csv`` can never disagree. The roster maps the course's student ids to
+The scores are the final scores of ``grades.csv`` (the submission score less the late
+penalty), from the same rows (:func:`rbtutor.course.grade_rows.class_rows`), so the LMS file
+and ``grades.csv`` can never disagree. The roster maps the course's student ids to
 the identifiers each LMS matches on; it is checked at the boundary (:func:`read_roster`).
 
 What each format follows (the LMS's own documentation; summarised in our words):
@@ -43,7 +43,6 @@ from __future__ import annotations
 import csv
 import math
 import sys
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,41 +167,28 @@ class Grade:
     pending_parts: int  # hand-graded parts still to grade; the score is then not final
 
 
-def _number(cell: str, what: str) -> str:
-    text = cell[1:] if cell.startswith("'") else cell  # csv_cell guards a leading '-'
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number for {what} in grades.csv, got {cell!r}") from None
-    if not math.isfinite(value):  # float() reads "inf" and "nan": never passed on to an LMS
-        raise ValueError(f"expected a finite number for {what} in grades.csv, got {cell!r}")
-    return f"{value:g}"
-
-
 def class_grades(grader, refused: list[str] | None = None,
                  ) -> tuple[dict[str, str], dict[tuple[str, str], Grade]]:
     """The assignments with their points possible, and every graded submission's :class:`Grade`.
 
-    The rows are those :func:`rbtutor.course.grade.export_grades` writes (its ``final_score``
-    and ``written_parts`` columns), not a second computation of them; ``refused`` receives its
-    hand grades that are not counted (not a finite number from 0 to the part's points).
+    The rows are those grades.csv states (:func:`rbtutor.course.grade_rows.class_rows`, its final
+    score and the written parts still to grade), not a second computation of them; ``refused``
+    receives its hand grades that are not counted (not a finite number from 0 to the part's points).
     """
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
-    from .grade import export_grades
+    from .grade_rows import class_rows
 
     with grader.gradebook as gradebook:
         points = {a.name: f"{a.max_score:g}" for a in sorted(gradebook.assignments, key=lambda a: a.name)}
+        rows = class_rows(gradebook)
     grades = {}
-    with tempfile.TemporaryDirectory(prefix="rbtutor-export-") as scratch:
-        path = Path(scratch) / "grades.csv"
-        export_grades(grader, path, refused=refused)
-        with path.open(newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row["written_parts"] == "not graded":  # grade.NOT_GRADED_ROW: no points, left empty
-                    continue
-                pending = 0 if row["written_parts"] == "done" else int(row["written_parts"].split("(")[1][:-1])
-                what = f"{row['student']} {row['assignment']}"
-                grades[row["student"], row["assignment"]] = Grade(_number(row["final_score"], what), pending)
+    for row in rows:
+        if refused is not None:
+            refused += [f"{row.student} {row.assignment} {why}" for why in row.refused]
+        if not math.isfinite(row.final_score):  # never passed on to an LMS
+            raise ValueError(f"expected a finite final score for {row.student} {row.assignment}, "
+                             f"got {row.final_score!r}")
+        grades[row.student, row.assignment] = Grade(f"{row.final_score:g}", row.pending)
     return points, grades
 
 

@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -60,9 +61,9 @@ from ..grading.student_ids import check_id, id_problem
 from ..grading.time_bound import time_bound
 from ..problems.variants import per_student
 from .class_report import write_class_report
-from .grade_rows import each_submission
-from .hand_grades import counted_score, hand_grade_problem, hand_grades_before_regrade, keep_hand_grades
-from .late import own_due, prepare_deadlines, set_due_dates, settle_penalties
+from .grade_rows import class_rows
+from .hand_grades import hand_grades_before_regrade, keep_hand_grades
+from .late import prepare_deadlines, set_due_dates, settle_penalties
 from .layout import CourseLayout
 from .nbgrader import api, index_gradebook, owner_check, share_gradebook_engines
 
@@ -92,54 +93,44 @@ def generate(layout: CourseLayout) -> int:
 def export_grades(grader, path: Path, late_changes: dict[tuple[str, str], str] | None = None,
                   refused: list[str] | None = None,
                   withdrawn: dict[tuple[str, str], str] | None = None) -> list[str]:
-    """One row per student and assignment: the score, its maximum, and the state of the hand grading.
+    """grades.csv: one row per student and assignment (:func:`.grade_rows.class_rows`), written in place
+    of the old file only once it is whole.
 
-    ``written_parts``: ``done`` when every hand-graded part has a grade, else ``to grade (N)``.
+    ``written_parts``: ``done`` when every hand-graded part has a grade, else ``to grade (N)``;
+    a submission that the last run could not grade (``withdrawn``, :meth:`CourseLayout.not_graded`,
+    written by :func:`withdraw_submission`) comes first, with no score and ``not graded``.
     ``overridden``: autograded parts whose score a grader changed by hand (the Formgrader allows it),
     as ``grade_id auto->manual``, so that no override goes unseen. Returns those overrides, one
     ``student assignment grade_id auto->manual`` each. Every cell goes through
     :func:`rbtutor.grading.report.csv_cell`, so no cell is read as a formula.
     ``due``: the student's own due date (with their extension), UTC. ``late_change``: how this
     run changed the late penalty and why (``late_changes``, :func:`rbtutor.course.late.settle_penalties`).
-    A submission that the last run could not grade (``withdrawn``, :meth:`CourseLayout.not_graded`,
-    written by :func:`withdraw_submission`) comes first, with no score and ``written_parts``
-    :data:`NOT_GRADED_ROW`.
-    A hand grade :func:`hand_grade_problem` refuses is not counted: its part is counted in
-    ``written_parts`` as still to grade (unless it has an autograded score, which then stands), and
-    ``refused`` receives ``student assignment notebook/grade_id: why`` for it.
+    ``refused`` receives ``student assignment notebook/grade_id: why`` for each hand grade not counted.
     """
-    changed = []
-    with grader.gradebook as gradebook, path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        # late_penalty, final_score: points taken off for lateness (rbtutor.course.late), score less them
-        writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden",
-                         "late_penalty", "final_score", "due", "late_change"])
-        points = {a.name: a.max_score for a in gradebook.assignments}
-        for (student, name), _ in sorted((withdrawn or {}).items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            # a submission a run could not grade (withdraw_submission): no score, said so
-            writer.writerow([csv_cell(cell) for cell in (student, name, "", f"{points.get(name, 0):g}", NOT_GRADED_ROW,
-                                                         "", "", "", "", "")])
-        for submission in each_submission(gradebook):
-            assignment = submission.assignment
-            grades = [g for nb in submission.notebooks for g in nb.grades]
-            problems = {id(g): why for g in grades if (why := hand_grade_problem(g))}
-            pending = sum(1 for g in grades if g.needs_manual_grade or (id(g) in problems and g.auto_score is None))
-            overridden = [f"{g.name} {g.auto_score:g}->{g.manual_score:g}" for g in grades
-                          if g.auto_score is not None and g.manual_score is not None
-                          and g.manual_score != g.auto_score and id(g) not in problems]
-            changed += [f"{submission.student.id} {assignment.name} {text}" for text in overridden]
-            if refused is not None:
-                refused += [f"{submission.student.id} {assignment.name} {nb.name}/{g.name}: {problems[id(g)]}"
-                            for nb in submission.notebooks for g in nb.grades if id(g) in problems]
-            score = sum(counted_score(g) for g in grades) if problems else submission.score
-            row = [submission.student.id, assignment.name, f"{score:g}",
-                   f"{submission.max_score:g}", f"to grade ({pending})" if pending else "done",
-                   "; ".join(overridden), f"{submission.late_submission_penalty:g}",
-                   f"{score - submission.late_submission_penalty:g}",
-                   f"{own_due(submission):%Y-%m-%d %H:%M:%S} UTC" if own_due(submission) else "",
-                   (late_changes or {}).get((submission.student.id, assignment.name), "")]
-            writer.writerow([csv_cell(cell) for cell in row])
-    return changed
+    with grader.gradebook as gradebook:
+        rows = class_rows(gradebook, withdrawn or ())
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", newline="") as out:
+            writer = csv.writer(out)
+            # late_penalty, final_score: points taken off for lateness (rbtutor.course.late), score less them
+            writer.writerow(["student", "assignment", "score", "max_score", "written_parts", "overridden",
+                             "late_penalty", "final_score", "due", "late_change"])
+            for row in rows:
+                graded = row.score is not None
+                writer.writerow([csv_cell(cell) for cell in (
+                    row.student, row.assignment, f"{row.score:g}" if graded else "", f"{row.max_score:g}",
+                    row.written_parts, "; ".join(row.overridden), f"{row.late_penalty:g}" if graded else "",
+                    f"{row.final_score:g}" if graded else "", f"{row.due:%Y-%m-%d %H:%M:%S} UTC" if row.due else "",
+                    (late_changes or {}).get((row.student, row.assignment), ""))])
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    if refused is not None:
+        refused += [f"{row.student} {row.assignment} {why}" for row in rows for why in row.refused]
+    return [f"{row.student} {row.assignment} {text}" for row in rows for text in row.overridden]
 
 
 _WORKER_API = {}
@@ -286,7 +277,6 @@ def _grade_submission(layout: CourseLayout, assignment: str, student: str) -> tu
     return summary, None
 
 
-NOT_GRADED_ROW = "not graded"  # written_parts of grades.csv for a withdrawn submission
 def withdraw_submission(layout: CourseLayout, grader, assignment: str, student: str, reason: str) -> None:
     """Leave a submission that a step could not grade with no points anywhere, and say so.
 
