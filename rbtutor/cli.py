@@ -10,7 +10,6 @@ status 2 and a short message, never a traceback.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import os
 import subprocess
@@ -19,13 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROG = "rbtutor"
-
-
-class BriefParser(argparse.ArgumentParser):
-    """An argument parser whose refusal is one line and exit status 2 (argparse prints the whole usage)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message} (`{self.prog} --help` shows the options)\n")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import BriefParser
+from ..command_line import BriefParser
 from .class_report import run_report
 from .cluster import grade_on_cluster
 from .export import run_export

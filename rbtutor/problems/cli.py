@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from ..cli import BriefParser
+from ..command_line import BriefParser
 
 
 def _plain(value):
