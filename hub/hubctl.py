@@ -917,12 +917,28 @@ def up(start_hub: bool = True, gradebook: str = "sqlite") -> None:
         start()
 
 
+def status() -> tuple[int, list[str]]:
+    """Whether the hub runs, as ``(status, lines)``: 0 when it runs, 3 when it does not (as
+    ``systemctl status`` counts), with where it answers, its gradebook and its log."""
+    pid = hub_pid()
+    gradebook = "PostgreSQL (started by this set-up)" if gradebook_url() else f"SQLite in {course_folder()}"
+    if pid is None:
+        lines = ["the course hub is not running" + (f" (service {HUB_UNIT}: {unit_state(HUB_UNIT)})"
+                                                    if under_systemd(HUB_UNIT) else ""),
+                 "start it with: sudo rbtutor hub up"]
+        return 3, lines
+    how = f"service {HUB_UNIT}" if under_systemd(HUB_UNIT) else f"pid file {PID_FILE}"
+    return 0, [f"the course hub is running: pid {pid} ({how})", f"address: {URL}",
+               f"gradebook: {gradebook}", f"log: {LOG}"]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=os.environ.get("RBTUTOR_PROG", "hub/hubctl.py"),
                                      description=__doc__.splitlines()[0],
                                      epilog="example: sudo rbtutor hub up --gradebook postgres")
-    parser.add_argument("command", choices=["up", "down", "setup", "units"],
-                        help="up: set up and start; setup: set up only; down: stop; units: write the systemd "
+    parser.add_argument("command", choices=["up", "down", "status", "setup", "units"],
+                        help="up: set up and start; setup: set up only; down: stop; status: whether it runs "
+                             "(exit 0) or not (exit 3); units: write the systemd "
                              "units `up` installs where systemd runs into --into, to read or install by hand")
     parser.add_argument("--into", type=Path, help="units: the folder to write them into")
     parser.add_argument("--gradebook", choices=["sqlite", "postgres"], default="sqlite",
@@ -932,6 +948,10 @@ def main(argv=None) -> int:
     if args.command == "units" and args.into is None:
         parser.error("units needs --into FOLDER")
     try:
+        if args.command == "status":
+            code, lines = status()
+            print("\n".join(lines))
+            return code
         if args.command == "units":
             for name, text in units(postgres=args.gradebook == "postgres").items():
                 (args.into / name).write_text(text)

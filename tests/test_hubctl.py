@@ -228,3 +228,27 @@ def test_jupyter_reads_an_environment_s_etc_jupyter_for_that_environment_only():
     assert str(Path(sys.prefix) / "etc" / "jupyter") in paths
     assert str(hubctl.VENV / "etc" / "jupyter") not in paths
     assert str(hubctl.STUDENT_VENV / "etc" / "jupyter") not in paths
+
+
+def test_status_says_whether_the_hub_runs(monkeypatch, tmp_path):
+    """`rbtutor hub status`: 0 and where it answers while the hub's pid lives, 3 and how to start it
+    when not (the pid file of a hub without systemd; the pids are real processes)."""
+    monkeypatch.setattr(hubctl, "under_systemd", lambda unit: False)
+    monkeypatch.setattr(hubctl, "PID_FILE", tmp_path / "jupyterhub.pid")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    hubctl.PID_FILE.write_text(str(gone.pid))
+    code, lines = hubctl.status()
+    assert code == 3
+    assert lines == ["the course hub is not running", "start it with: sudo rbtutor hub up"]
+    # a live process whose command line names jupyterhub stands for the hub (it waits on its stdin)
+    stand_in = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "jupyterhub"],
+                                stdin=subprocess.PIPE)
+    try:
+        hubctl.PID_FILE.write_text(str(stand_in.pid))
+        code, lines = hubctl.status()
+    finally:
+        stand_in.communicate(b"")
+    assert code == 0
+    assert lines[0] == f"the course hub is running: pid {stand_in.pid} (pid file {hubctl.PID_FILE})"
+    assert f"address: {hubctl.URL}" in lines
