@@ -43,6 +43,8 @@ VERBS = {
     "feedback": Verb("course", "feedback", "put the feedback pages into the exchange for students", "instructor"),
     "export": Verb("course", "export", "final scores as the file Canvas, Moodle or Blackboard imports",
                    "instructor"),
+    "due": Verb("course", "due", "each assignment's due date and extensions, checked as grading reads them",
+                "instructor"),
     "report": Verb("course", "report", "the class report, report/index.html", "instructor"),
     "config": Verb("course", "config", "every grading option: value, default, unit, where it is set",
                    "instructor"),

@@ -98,7 +98,7 @@ def test_the_command_is_installed_and_lists_every_verb_with_an_example():
     assert same.stdout == out.stdout  # python -m rbtutor is the same command
 
 
-@pytest.mark.parametrize("verb", ["try", "key", "data", "render", "assign", "collect", "similarity", "grade",
+@pytest.mark.parametrize("verb", ["try", "due", "key", "data", "render", "assign", "collect", "similarity", "grade",
                                   "feedback", "export", "report", "config", "checks", "hub"])
 def test_every_verb_has_help_with_an_example(verb):
     out = rbtutor(verb, "--help")

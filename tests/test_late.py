@@ -218,3 +218,18 @@ def test_removing_a_due_date(graded_late, tmp_path):
     assert f"{NAME}: no due date" in generated.stdout, generated.stderr
     with api(course).gradebook as gradebook:
         assert gradebook.find_assignment(NAME).duedate is None
+
+
+def test_due_lists_each_due_date_and_extension_as_grading_reads_them(tmp_path):
+    """`rbtutor due`: the instructor checks the file before grading: dates in UTC, extensions under them."""
+    course = course_with(tmp_path, EXTENDED.format(due="2030-03-01T12:00:00+01:00", extension="3d"))
+    result = run_course(course, "due")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["problem03: due 2030-03-01 11:00 UTC, 1 extension(s)",
+                                          "  s1: 2030-03-04 11:00 UTC"]
+    assert run_course(course, "due", "problem03").stdout == result.stdout
+    assert run_course(course, "due", "problem99").returncode == 2
+    bad = run_course(course_with(tmp_path / "bad", ALIAS_BOMB), "due")
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in bad.stderr

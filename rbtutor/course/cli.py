@@ -24,6 +24,9 @@ Verbs, in the order an instructor uses them (``[--root COURSE]`` before or after
 ``report``
     the class report, ``report/index.html`` (:mod:`rbtutor.course.class_report`), which
     ``grade`` also writes;
+``due [ASSIGNMENT]``
+    each assignment's due date and every extension, read and checked as grading reads them
+    (:mod:`rbtutor.course.late`);
 ``try [ASSIGNMENT] [--into FOLDER]``
     the whole loop of one assignment in a folder of its own, as a pretend student and
     instructor, with no hub and no system configuration (:mod:`rbtutor.course.trial`);
@@ -57,6 +60,7 @@ EXAMPLES = {
     "report": "report",
     "config": "config --json",
     "try": "try problem03 --into rbtutor-try",
+    "due": "due problem03",
 }
 
 
@@ -98,6 +102,8 @@ def _parser(prog: str = "python -m rbtutor.course") -> argparse.ArgumentParser:
                         "sis_login_id,section")
     export.add_argument("--out", required=True, help="the file to write")
     verb("report", _report, "the class report, report/index.html")
+    due = verb("due", _due, "each assignment's due date and extensions, as grading will read them")
+    due.add_argument("assignment", nargs="?", default=None, help="only this assignment")
     trial = verb("try", _try, "the whole loop of one assignment, as a pretend student and instructor")
     trial.add_argument("assignment", nargs="?", default="problem03", help="the assignment (default: problem03)")
     trial.add_argument("--into", default=None, metavar="FOLDER",
@@ -166,6 +172,22 @@ def _collect(layout: CourseLayout, args, parser) -> int:
     from .grade import collect
 
     return collect(layout, args.assignment, tuple(args.clear_planted))
+
+
+def _due(layout: CourseLayout, args, parser) -> int:
+    # deferred: it brings in nbgrader (about 3 s to import), needed only here
+    from .late import due_dates_table, read_due_dates
+
+    if args.assignment is not None and args.assignment not in layout.assignments():
+        print(f"{parser.prog} due: no assignment {args.assignment!r} in {layout.exercises}", file=sys.stderr)
+        return 2
+    try:
+        deadlines = read_due_dates(layout)
+    except ValueError as exc:  # the loader's one line, naming the entry
+        print(f"{parser.prog} due: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(due_dates_table(deadlines, args.assignment)))
+    return 0
 
 
 def _try(layout: CourseLayout, args, parser) -> int:

@@ -370,6 +370,27 @@ def read_due_dates(layout: CourseLayout) -> dict[str, Deadline] | None:
     return parse_due_dates(Path(layout.exercises) / DUE_DATES, known=list(layout.assignments()))
 
 
+def due_dates_table(deadlines: dict[str, Deadline] | None, assignment: str | None = None) -> list[str]:
+    """The lines of ``rbtutor due``: each assignment's due date, then each extension with its own date.
+
+    Times in UTC, as grades.csv gives them; ``assignment`` keeps that one only.
+    """
+    if deadlines is None:
+        return [f"no exercises/{DUE_DATES}: nothing is due and no submission is late"]
+    lines = []
+    for name in sorted(deadlines):
+        if assignment is not None and name != assignment:
+            continue
+        deadline = deadlines[name]
+        lines.append(f"{name}: due {deadline.due.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+                     + (f", {len(deadline.extensions)} extension(s)" if deadline.extensions else ""))
+        lines += [f"  {student}: {when.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+                  for student, when in sorted(deadline.extensions.items())]
+    if not lines:
+        lines.append(f"{assignment}: no due date in exercises/{DUE_DATES} (not late, whenever handed in)")
+    return lines
+
+
 def publish_due_dates(layout: CourseLayout, published: str | Path | None = None) -> list[str]:
     """Make the due-dates file the hub's fetch service reads the course's own again; lines to print.
 
