@@ -594,3 +594,30 @@ def test_a_malformed_planted_verdict_is_removed_too():
     nb.cells[0].metadata["rbtutor"] = "passed"
     nb, _ = judged(nb)
     assert "rbtutor" not in nb.cells[0].metadata
+
+
+def _widest_offset(passes, start: float) -> float:
+    """The largest offset (to 0.1 %) from ``start`` that ``passes`` accepts, found by bisection."""
+    low, high = 0.0, 1.0
+    while passes(high):
+        low, high = high, high * 2
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if passes(middle) else (low, middle)
+    return low
+
+
+def test_a_named_slip_of_an_angle_is_no_wider_than_the_pass_window():
+    """Modulo a turn, the window of a slip (g times the key, wrapped) is the pass window, not g times it:
+    a wider one, undone by the named factor, swept an arc that could hold the key (an oracle bot found
+    p10.b.heading_change_deg that way in 6 tries, 1 run in 216)."""
+    key = answer_key()
+    answer_id = "p10.b.heading_change_deg"
+    value = float(np.asarray(key[answer_id].value))
+    assert key[answer_id].periodic
+    pass_half = _widest_offset(lambda d: judge(answer_id, value + d, key=key).passed, value)
+    slipped = (value * 9.81) % 360.0
+    slip_half = _widest_offset(lambda d: judge(answer_id, slipped + d, key=key).diagnosis == "factor_g", slipped)
+    assert pass_half > 0
+    assert slip_half <= pass_half * 1.001, (slip_half, pass_half)
+    assert judge(answer_id, slipped, key=key).diagnosis == "factor_g"  # the slip itself is still named

@@ -512,6 +512,12 @@ def _diagnosis(x: np.ndarray, reference: np.ndarray, answer, tol, period) -> Ver
         scaled = _scaled_tolerance(tol, reference, wrong)
         if wrong_period is not None and np.any(scaled >= wrong_period / 4):
             continue  # an angle a thousand times too large: modulo 360 deg, it would fit anything
+        if wrong_period is not None and period is not None:
+            # Modulo a turn the wrong version lands anywhere in the turn, so a window scaled with its
+            # size would be wider than the pass window there (g times, for factor_g), and undoing
+            # the named factor on values inside it sweeps a wide arc that can hold the key. The pass
+            # window carried over to the wrong version's unit locates it no better than a pass would.
+            scaled = np.minimum(scaled, tol * (wrong_period / period))
         if _same(x, wrong, scaled, wrong_period, answer.quaternion):
             return Verdict(False, MESSAGES[code], code)
     return Verdict(False, not_accepted(answer), "wrong_value")
