@@ -407,24 +407,11 @@ def test_a_broken_due_dates_file_leaves_the_date_out_of_the_fetch(tmp_path, capl
 def test_the_hub_keeps_the_due_dates_where_the_fetch_service_reads_them(tmp_path):
     """hubctl moves the instructor's exercises/due_dates.yaml beside the course data, staff-readable
     only, links it back, and passes it to the fetch service; no file is fine (nothing is due)."""
-    import grp
-    import importlib.util
     import stat
 
     from rbtutor.course.fetch_service import service_entry
 
-    spec = importlib.util.spec_from_file_location("hubctl", Path(__file__).parents[1] / "hub" / "hubctl.py")
-    hubctl = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hubctl)
-    if os.getuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI runs as root; this test gives a file to the group {hubctl.STAFF_GROUP}")
-        pytest.skip(f"needs root: it gives a file to the group {hubctl.STAFF_GROUP}")
-    try:
-        gid = grp.getgrnam(hubctl.STAFF_GROUP).gr_gid
-    except KeyError:  # made as the hub set-up makes it (hubctl.ensure_staff), so no other test need run first
-        subprocess.run(["groupadd", "--system", hubctl.STAFF_GROUP], check=True)
-        gid = grp.getgrnam(hubctl.STAFF_GROUP).gr_gid
+    hubctl, gid = _hubctl_as_root()
     link, target = tmp_path / "course" / "due_dates.yaml", tmp_path / "srv" / "due_dates.yaml"
     link.parent.mkdir()
     target.parent.mkdir()
