@@ -224,6 +224,10 @@ CHECK_PAGE_JS = settle_js("(() => {\n" + r"""  const text = document.body.innerT
       .filter(c => /plt\.show\(\)/.test((c.querySelector('.cell_input') || c).innerText))
       .filter(c => !c.querySelector('.cell_output img'))
       .map(c => c.querySelector('.cell_input').innerText.trim().slice(0, 80)),
+    // Code blocks whose lines run past their box (a reader would have to scroll to see them).
+    codeCut: [...document.querySelectorAll('.bd-article div.highlight pre')]
+      .filter(p => p.getClientRects().length && p.scrollWidth > p.clientWidth + 1)
+      .map(p => p.innerText.split('\n').reduce((a, b) => (b.length > a.length ? b : a), '').trim().slice(0, 80)),
     scripts: [...document.scripts].filter(s => s.src).map(s => s.src),
     stylesheets: [...document.querySelectorAll('link[rel~="stylesheet"]')].map(l => l.href),
     failedFonts: [...document.fonts].filter(f => f.status === 'error')
@@ -508,6 +512,13 @@ def test_axe_sees_a_broken_page(chromium, built_book: Path):
                       "'<button id=\"bad\"><i class=\"fa fa-x\"></i></button><img src=\"x.png\">'); true")
     found = {v["id"] for v in run_axe(chromium) if v["impact"] in AXE_FAILING_IMPACTS}
     assert {"button-name", "image-alt"} <= found, found
+
+
+def test_code_wraps_instead_of_being_cut(site: dict):
+    """On a desktop screen no code block hides the end of a line behind a scroll bar."""
+    cut = {page: report["codeCut"] for page, report in site["reports"].items() if report.get("codeCut")}
+    assert not cut, "code lines run past their box (the longest line of each block):\n" + "\n".join(
+        f"{page}: {lines}" for page, lines in sorted(cut.items()))
 
 
 def test_no_page_is_wider_than_a_phone(site: dict):
