@@ -287,3 +287,28 @@ def test_every_page_states_the_licences_and_the_package_names_its_own(built_book
                   if "_static" not in p.parts and p != built_book / "index.html"  # that one only redirects
                   and "creativecommons.org/licenses/by/4.0/" not in p.read_text(encoding="utf-8")]
     assert not unlicensed, f"pages without the licence footer: {unlicensed[:5]}"
+
+
+def _objectives_styles(text: str) -> set[str]:
+    """How a page sets out its learning objectives: as a tip box, as a section, or not at all."""
+    styles = set()
+    if re.search(r"^```\{admonition\} Learning objectives\n:class: tip\n", text, re.M):
+        styles.add("box")
+    if re.search(r"^#+\s+Learning objectives\s*$", text, re.M | re.I):
+        styles.add("section")
+    return styles
+
+
+def test_the_objectives_detector_tells_the_two_styles_apart():
+    assert _objectives_styles("```{admonition} Learning objectives\n:class: tip\n\n- x\n```\n") == {"box"}
+    assert _objectives_styles("## Learning objectives\n\n- x\n") == {"section"}
+
+
+def test_learning_objectives_have_one_style_on_every_page():
+    """Every chapter, Euler-parameter and problem page opens with its objectives in the same tip box."""
+    pages = [*(f"book/chapter/{n}.md" for n in CORE_PAGES), "book/euler/index.md", "book/euler/node.md",
+             *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "book" / "problems").glob("*.md")))]
+    styles = {page: _objectives_styles((ROOT / page).read_text(encoding="utf-8")) for page in pages}
+    odd = {page: sorted(found) for page, found in styles.items() if found != {"box"}}
+    assert not odd, f"learning objectives not in the one tip-box style: {odd}"
+
