@@ -312,3 +312,9 @@ def test_learning_objectives_have_one_style_on_every_page():
     odd = {page: sorted(found) for page, found in styles.items() if found != {"box"}}
     assert not odd, f"learning objectives not in the one tip-box style: {odd}"
 
+
+@pytest.mark.parametrize("page", [*(f"chapter/{n}" for n in CORE_PAGES), "euler/index", "euler/node"])
+def test_every_chapter_page_links_glossary_terms(page: str):
+    """A reader meeting a defined term on any chapter page can reach its glossary entry."""
+    text = (ROOT / "book" / f"{page}.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"\{term\}`", text)) >= 2, f"book/{page}.md links fewer than two glossary terms"
