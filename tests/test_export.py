@@ -137,7 +137,7 @@ def test_pending_written_parts_are_empty_not_zero(graded_class, tmp_path):
         ben = _by_student(_read(out, delimiter), key, skip)["102" if key != "ID number" else "S102"]
         assert ben["problem01"] == "", lms  # 6 of 10 points graded, 4 still to grade: not a 6, not a 0
         assert float(ben["problem02"]) == 2.0
-        assert "ben problem01 (1 written part(s) to grade)" in summary.pending
+        assert "ben problem01 (1 written part to grade)" in summary.pending
         assert any("empty cell" in line for line in summary.lines())
 
 
@@ -279,6 +279,70 @@ def test_a_shared_lms_identifier_is_refused(graded_class, tmp_path):
     export_lms(graded_class[1], "blackboard", roster, tmp_path / "b.txt")  # Blackboard keys on lms_id
 
 
+def test_only_assignments_released_or_handed_in_get_a_column(graded_class, tmp_path):
+    """An LMS makes a new column of any column it cannot match, so an assignment the students
+    have not been given is not in the file; once released (in nbgrader's exchange), it is."""
+    from rbtutor.course import api
+    from rbtutor.course.export import export_lms
+
+    course, grader, roster = graded_class
+    with grader.gradebook as gradebook:
+        if "problem03" not in {a.name for a in gradebook.assignments}:
+            _add_assignment(gradebook, "problem03", [("p3_auto", 2.0, "code")])
+            gradebook.db.commit()
+    summary, out = _export(graded_class, "canvas", tmp_path)
+    assert summary.assignments == ["problem01", "problem02"]
+    assert "problem03" not in _read(out)[0]
+    outbound = course / "exchange" / "rbtutor" / "outbound" / "problem03"
+    outbound.mkdir(parents=True)
+    (outbound / "problem03.ipynb").write_text("{}")
+    try:  # nbgrader looks for the exchange when its API is made: a new one sees the release
+        summary = export_lms(api(course), "canvas", roster, tmp_path / "released.csv")
+        assert summary.assignments == ["problem01", "problem02", "problem03"]
+        assert _read(tmp_path / "released.csv")[0][-1] == "problem03"
+    finally:
+        shutil.rmtree(course / "exchange")
+    summary = export_lms(grader, "canvas", roster, tmp_path / "named.csv", ["problem02"])
+    assert summary.assignments == ["problem02"]
+    assert _read(tmp_path / "named.csv")[0][5:] == ["problem02"]
+
+
+def test_what_is_left_empty_is_one_line_with_counts(graded_class, tmp_path):
+    summary, _ = _export(graded_class, "canvas", tmp_path)
+    lines = [line for line in summary.lines() if "left empty" in line]
+    assert len(lines) == 1, summary.lines()
+    assert lines[0].startswith(f"left empty: {len(summary.pending) + len(summary.not_submitted)} cells, ")
+    assert "part(s)" not in "\n".join(summary.lines())
+
+
+def test_a_failed_export_leaves_the_previous_file_as_it_was(graded_class, tmp_path):
+    """The file is written beside the target and renamed over it: stopped halfway (here by a
+    file-size limit), the export leaves the previous file whole and no temporary file behind."""
+    import subprocess
+    import sys
+
+    course, _, roster = graded_class
+    out = tmp_path / "canvas.csv"
+    out.write_text("the previous export\n")
+    script = (
+        "import resource, signal, sys\n"
+        "from rbtutor.course import api\n"
+        "from rbtutor.course.export import export_lms\n"
+        "grader = api(sys.argv[1])\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+        "try:\n"
+        "    export_lms(grader, 'canvas', sys.argv[2], sys.argv[3])\n"
+        "except OSError as exc:\n"
+        "    print('refused:', exc.errno)\n"
+        "    sys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(course), str(roster), str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert out.read_text() == "the previous export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["canvas.csv"]
+
+
 def test_command_line_lists_unrostered_students_and_fails(graded_class, tmp_path, capsys):
     from rbtutor.course.cli import main
 
@@ -295,6 +359,12 @@ def test_command_line_lists_unrostered_students_and_fails(graded_class, tmp_path
                    "--out", str(tmp_path / "x.csv")])
     assert status == 2
     assert "none.csv" in capsys.readouterr().err
+    status = main(["--root", str(course), "export", "--to", "canvas", "--roster", str(roster),
+                   "--out", str(tmp_path / "y.csv"), "--assignments", "problem01,problem99"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1 and "problem99" in err and "expected assignments of the gradebook" in err
+    assert not (tmp_path / "y.csv").exists()
 
 
 # --------------------------------------------------------------------------- hand grades that are not numbers

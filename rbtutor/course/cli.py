@@ -101,6 +101,8 @@ def _parser(prog: str = "python -m rbtutor.course") -> argparse.ArgumentParser:
     export.add_argument("--roster", required=True, help="CSV: student_id,name,email,lms_id,sis_user_id,"
                         "sis_login_id,section")
     export.add_argument("--out", required=True, help="the file to write")
+    export.add_argument("--assignments", default=None, metavar="A,B",
+                        help="only these assignments (default: those released or with a graded submission)")
     verb("report", _report, "the class report, report/index.html")
     due = verb("due", _due, "each assignment's due date and extensions, as grading will read them")
     due.add_argument("assignment", nargs="?", default=None, help="only this assignment")
@@ -156,7 +158,8 @@ def _grade(layout: CourseLayout, args, parser) -> int:
 
 
 def _export(layout: CourseLayout, args, parser) -> int:
-    return run_export(layout, args.lms, args.roster, args.out)
+    named = [a.strip() for a in args.assignments.split(",") if a.strip()] if args.assignments else None
+    return run_export(layout, args.lms, args.roster, args.out, named)
 
 
 def _config(layout: CourseLayout | None, args, parser) -> int:

@@ -1,6 +1,6 @@
 """Grades into the LMS: the last step after grading, from the gradebook to the file an LMS imports.
 
-``python -m rbtutor.course export --to canvas|moodle|blackboard --roster roster.csv --out FILE``
+``rbtutor export --to canvas|moodle|blackboard --roster roster.csv --out FILE [--assignments A,B]``
 
 The scores are the final scores of ``grades.csv`` (the submission score less the late
 penalty), from the same rows (:func:`rbtutor.course.grade_rows.class_rows`), so the LMS file
@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import sys
+import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +194,36 @@ def class_grades(grader, refused: list[str] | None = None,
     return points, grades
 
 
+def exported_assignments(grader, points: dict[str, str], grades: dict[tuple[str, str], Grade],
+                         named: list[str] | None = None) -> list[str]:
+    """The assignments the file carries, in gradebook order.
+
+    ``named`` (from the command line): exactly those, each one of the gradebook's (``ValueError``
+    otherwise). Else every assignment released to the students (nbgrader's exchange) or with a
+    graded submission: an assignment not yet released has no column, because an LMS makes a new
+    gradebook column (Canvas: a new assignment) of every column it cannot match.
+    """
+    if named:
+        unknown = [a for a in named if a not in points]
+        if unknown:
+            raise ValueError(f"expected assignments of the gradebook ({', '.join(points) or 'none'}), "
+                             f"got {', '.join(unknown)}")
+        return [a for a in points if a in named]
+    carried = set(grader.get_released_assignments()) | {assignment for _, assignment in grades}
+    return [a for a in points if a in carried]
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 cell``, ``3 cells`` (``many`` for an irregular plural)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def _first(items: list[str], shown: int = 5) -> str:
+    """The first ``shown`` items, and how many more there are."""
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 @dataclass
 class ExportSummary:
     """What went into the LMS file and what did not, for the terminal and the tests."""
@@ -202,7 +234,7 @@ class ExportSummary:
     assignments: list[str] = field(default_factory=list)
     not_in_roster: list[str] = field(default_factory=list)  # graded, but not written (no roster line)
     without_grades: list[str] = field(default_factory=list)  # on the roster, no submission graded
-    pending: list[str] = field(default_factory=list)  # "student assignment (N written parts)", left empty
+    pending: list[str] = field(default_factory=list)  # "student assignment (N written parts to grade)", left empty
     not_submitted: list[str] = field(default_factory=list)  # "student assignment", left empty
     refused_hand_grades: list[str] = field(default_factory=list)  # "student assignment part: why", not counted
 
@@ -215,14 +247,18 @@ class ExportSummary:
 
     def lines(self) -> list[str]:
         """The summary for standard output."""
-        lines = [f"wrote {self.out} for {self.lms}: {self.students} students, "
-                 f"{len(self.assignments)} assignments ({', '.join(self.assignments) or 'none'})"]
-        lines += [f"written parts still to grade, left empty: {p}" for p in self.pending]
-        lines += [f"no submission, left empty: {p}" for p in self.not_submitted]
+        lines = [f"wrote {self.out} for {self.lms}: {plural(self.students, 'student')}, "
+                 f"{plural(len(self.assignments), 'assignment')} ({', '.join(self.assignments) or 'none'})"]
+        if self.pending or self.not_submitted:
+            empty = []
+            if self.not_submitted:
+                empty.append(f"{len(self.not_submitted)} with no submission ({_first(self.not_submitted)})")
+            if self.pending:
+                empty.append(f"{len(self.pending)} with written parts still to grade ({_first(self.pending)})")
+            lines.append(f"left empty: {plural(len(self.pending) + len(self.not_submitted), 'cell')}, "
+                         + "; ".join(empty) + f". {EMPTY_CELL_MEANS[self.lms]}")
         lines.append(f"students not in the roster (grades not exported): {len(self.not_in_roster)}; "
                      f"roster entries without grades: {len(self.without_grades)}")
-        if self.pending or self.not_submitted:
-            lines.append(f"empty cells: {EMPTY_CELL_MEANS[self.lms]}")
         return lines
 
 
@@ -253,7 +289,8 @@ IDENTITY_HEADER = {
 
 def lms_rows(lms: str, entries: list[RosterEntry], points: dict[str, str],
              grades: dict[tuple[str, str], Grade], summary: ExportSummary) -> list[list[str]]:
-    """The rows of the LMS file (header first), filling ``summary`` with what is left empty."""
+    """The rows of the LMS file (header first), one column per assignment of ``points`` (in its
+    order), filling ``summary`` with what is left empty."""
     assignments = list(points)
     rows = [IDENTITY_HEADER[lms] + assignments]
     if lms == "canvas":
@@ -266,8 +303,8 @@ def lms_rows(lms: str, entries: list[RosterEntry], points: dict[str, str],
                 summary.not_submitted.append(f"{entry.student_id} {assignment}")
                 cells.append("")
             elif grade.pending_parts:
-                summary.pending.append(f"{entry.student_id} {assignment} ({grade.pending_parts} written "
-                                       "part(s) to grade)")
+                summary.pending.append(f"{entry.student_id} {assignment} "
+                                       f"({plural(grade.pending_parts, 'written part')} to grade)")
                 cells.append("")
             else:
                 cells.append(grade.final_score)
@@ -275,7 +312,8 @@ def lms_rows(lms: str, entries: list[RosterEntry], points: dict[str, str],
     return [[csv_cell(cell) for cell in row] for row in rows]
 
 
-def export_lms(grader, lms: str, roster: str | Path, out: str | Path) -> ExportSummary:
+def export_lms(grader, lms: str, roster: str | Path, out: str | Path,
+               assignments: list[str] | None = None) -> ExportSummary:
     """Write ``out``, the file ``lms`` imports, for the students of ``roster``; return the summary.
 
     Raises ``RosterError`` for a roster that cannot be used and ``ValueError`` for an unknown LMS,
@@ -287,7 +325,11 @@ def export_lms(grader, lms: str, roster: str | Path, out: str | Path) -> ExportS
     check_identifiers(entries, lms)
     refused: list[str] = []
     points, grades = class_grades(grader, refused)
-    summary = ExportSummary(lms=lms, out=Path(out), students=len(entries), assignments=list(points),
+    carried = exported_assignments(grader, points, grades, assignments)
+    points = {a: points[a] for a in carried}
+    grades = {key: grade for key, grade in grades.items() if key[1] in points}
+    refused = [line for line in refused if line.split()[1] in points]
+    summary = ExportSummary(lms=lms, out=Path(out), students=len(entries), assignments=carried,
                             refused_hand_grades=refused)
     rows = lms_rows(lms, entries, points, grades, summary)
     on_roster = {e.student_id for e in entries}
@@ -308,11 +350,18 @@ def _write(path: Path, rows: list[list[str]], lms: str) -> None:
         options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None}
     else:
         options = {"delimiter": ","}
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle, lineterminator="\r\n", **options).writerows(rows)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:  # written beside the target and renamed over it: a failed export leaves the old file as it was
+        with os.fdopen(handle, "w", newline="", encoding="utf-8") as out:
+            csv.writer(out, lineterminator="\r\n", **options).writerows(rows)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
 
 
-def run_export(layout, lms: str, roster: str | Path, out: str | Path) -> int:
+def run_export(layout, lms: str, roster: str | Path, out: str | Path, assignments: list[str] | None = None) -> int:
     """The ``export`` command: write the file, print the summary; the exit status.
 
     0 when every graded student is in the file; 1 when some are not, or a hand grade was not
@@ -322,9 +371,9 @@ def run_export(layout, lms: str, roster: str | Path, out: str | Path) -> int:
 
 
     try:
-        summary = export_lms(api(layout), lms, roster, out)
+        summary = export_lms(api(layout), lms, roster, out, assignments)
     except (OSError, ValueError) as exc:
-        print(f"rbtutor.course export: {terminal_text(exc)}", file=sys.stderr)
+        print(f"rbtutor export: {terminal_text(exc)}", file=sys.stderr)
         return 2
     for line in summary.problems():
         print(terminal_text(line), file=sys.stderr)
