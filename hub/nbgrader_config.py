@@ -19,3 +19,5 @@ c.Exchange.path_includes_course = False
 c.CourseDirectory.course_id = "rbtutor"
 c.Authenticator.plugin_class = JupyterHubAuthPlugin
 c.ExchangeFactory.fetch_assignment = "rbtutor_fetch.ServiceFetchAssignment"
+c.ExchangeFactory.fetch_feedback = "rbtutor_fetch.PlainFetchFeedback"  # feedback/2026-12-06_03-44-27/
+c.ExchangeFactory.list = "rbtutor_fetch.PlainList"  # which finds it there

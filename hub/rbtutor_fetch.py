@@ -18,19 +18,33 @@ by mistake.
 The service's address comes from ``RBTUTOR_FETCH_URL`` (set for every server by the hub's
 configuration) or ``c.ServiceFetchAssignment.service_url``.
 
+nbgrader names the folder of fetched feedback after the submission's time as it stores it,
+``feedback/2026-12-06 03:44:27.123456 UTC/``: spaces and colons, which a student must quote
+in a shell and some tools refuse. :class:`PlainFetchFeedback` writes the same files to
+``feedback/2026-12-06_03-44-27/`` (:func:`plain_folder`), and :class:`PlainList`, the
+Assignment List's lister, looks for them there, so "feedback already fetched" and "feedback
+updated" keep working::
+
+    c.ExchangeFactory.fetch_feedback = "rbtutor_fetch.PlainFetchFeedback"
+    c.ExchangeFactory.list = "rbtutor_fetch.PlainList"
+
 This module imports nbgrader and the standard library only: it runs where rbtutor is not.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import json
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from nbgrader.exchange.default import ExchangeFetchAssignment
+from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList
+from nbgrader.utils import notebook_hash
 from traitlets import Unicode
 
 #: seconds to wait for the service's reply for one notebook
@@ -97,3 +111,67 @@ def _reason(error: urllib.error.HTTPError) -> str:
         return str(json.loads(text)["error"])
     except (ValueError, KeyError, TypeError):
         return text[:200] or error.reason
+
+
+def plain_folder(timestamp: str) -> str:
+    """The folder name of feedback for a submission made at ``timestamp`` (nbgrader's form,
+    ``2026-12-06 03:44:27.123456 UTC``): ``2026-12-06_03-44-27``, in UTC. A timestamp in
+    another form keeps its letters, digits, dots and dashes, the rest becoming ``_``."""
+    try:
+        when = dt.datetime.strptime(timestamp.strip(), "%Y-%m-%d %H:%M:%S.%f %Z")
+    except ValueError:
+        return re.sub(r"[^A-Za-z0-9.-]+", "_", timestamp).strip("_.") or "feedback"
+    return when.strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def _md5(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.md5(handle.read()).hexdigest()  # the checksum nbgrader's own list compares
+
+
+class PlainFetchFeedback(ExchangeFetchFeedback):
+    """nbgrader's Fetch Feedback, into ``feedback/<plain_folder(time)>/`` instead of a folder named
+    with spaces and colons."""
+
+    def do_copy(self, src, dest):
+        for notebook_id, timestamp, feedback_path in self.feedback_files:
+            folder = os.path.join(dest, plain_folder(timestamp))
+            os.makedirs(folder, exist_ok=True)
+            target = os.path.join(folder, notebook_id + ".html")
+            shutil.copy(feedback_path, target)
+            self.log.info("Fetched feedback: %s", target)
+
+
+class PlainList(ExchangeList):
+    """nbgrader's Assignment List lister, which finds fetched feedback where :class:`PlainFetchFeedback`
+    puts it."""
+
+    def parse_assignments(self):
+        assignments = super().parse_assignments()
+        for group in assignments:  # a submitted assignment groups its submissions
+            for info in group.get("submissions", [group]):
+                if info.get("status") == "submitted" and info.get("notebooks"):
+                    self._plain_feedback(info)
+        return assignments
+
+    def _plain_feedback(self, info: dict) -> None:
+        """Recompute the local-feedback entries of one submitted assignment for the plain folder."""
+        if self.path_includes_course:
+            assignment_dir = os.path.join(self.assignment_dir, info["course_id"], info["assignment_id"])
+        else:
+            assignment_dir = os.path.join(self.assignment_dir, info["assignment_id"])
+        folder = os.path.abspath(os.path.join(assignment_dir, "feedback", plain_folder(info["timestamp"])))
+        secret_file = os.path.join(info["path"], "submission_secret.txt")
+        secret = Path(secret_file).read_text() if os.path.isfile(secret_file) else None
+        for notebook in info["notebooks"]:
+            local = os.path.join(folder, notebook["notebook_id"] + ".html")
+            notebook["has_local_feedback"] = os.path.isfile(local)
+            notebook["local_feedback_path"] = local if notebook["has_local_feedback"] else None
+            notebook["feedback_updated"] = False
+            if notebook["has_local_feedback"] and notebook["has_exchange_feedback"] and secret is not None:
+                digest = notebook_hash(secret=secret, notebook_id=notebook["notebook_id"])
+                exchange = os.path.join(self.root, info["course_id"], "feedback", f"{digest}.html")
+                notebook["feedback_updated"] = os.path.isfile(exchange) and _md5(exchange) != _md5(local)
+        info["has_local_feedback"] = all(n["has_local_feedback"] for n in info["notebooks"])
+        info["feedback_updated"] = any(n["feedback_updated"] for n in info["notebooks"])
+        info["local_feedback_path"] = folder if info["has_local_feedback"] else None

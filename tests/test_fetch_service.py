@@ -356,3 +356,85 @@ def test_the_service_closes_a_connection_that_sends_no_request(tmp_path):
     finally:
         service.terminate()
         service.wait(timeout=30)
+
+
+# --- feedback fetched into plain folder names (hub/rbtutor_fetch.py: PlainFetchFeedback, PlainList)
+SUBMITTED_AT = "2026-12-06 03:44:27.123456 UTC"
+
+
+def _feedback_exchange(tmp_path):
+    """An exchange after nbgrader's submit and release_feedback: the student's cached submission
+    (with its secret) and the feedback page under the hash nbgrader's own fetch looks for."""
+    from nbgrader.utils import notebook_hash
+
+    root, cache, home = tmp_path / "exchange", tmp_path / "cache", tmp_path / "home"
+    submission = cache / "rbtutor" / f"student1+problem03+{SUBMITTED_AT}"
+    submission.mkdir(parents=True)
+    (submission / "problem03.ipynb").write_text("{}")
+    (submission / "submission_secret.txt").write_text("a-secret")
+    (submission / "timestamp.txt").write_text(SUBMITTED_AT)
+    feedback = root / "rbtutor" / "feedback"
+    feedback.mkdir(parents=True)
+    page = feedback / f"{notebook_hash(secret='a-secret', notebook_id='problem03')}.html"
+    page.write_text("<p>your feedback</p>")
+    (home / "problem03").mkdir(parents=True)
+    return root, cache, home, page
+
+
+def _exchange_app(kind, root, cache, home, monkeypatch):
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    monkeypatch.chdir(home)
+    config = Config()
+    config.Exchange.root, config.Exchange.cache = str(root), str(cache)
+    config.Exchange.path_includes_course = False
+    config.CourseDirectory.course_id = "rbtutor"
+    config.CourseDirectory.assignment_id = "problem03"
+    config.CourseDirectory.student_id = "student1"
+    app = kind(coursedir=CourseDirectory(config=config), authenticator=Authenticator(config=config), config=config)
+    app.assignment_dir = str(home)
+    return app
+
+
+def test_plain_folder_names_have_no_spaces_or_colons():
+    from rbtutor_fetch import plain_folder
+
+    assert plain_folder(SUBMITTED_AT) == "2026-12-06_03-44-27"
+    assert plain_folder("yesterday at 5: sharp") == "yesterday_at_5_sharp"
+    assert plain_folder("../..") == "feedback"
+
+
+def test_feedback_is_fetched_into_a_plain_folder_and_listed_as_fetched(tmp_path, monkeypatch):
+    from rbtutor_fetch import PlainFetchFeedback, PlainList
+
+    root, cache, home, page = _feedback_exchange(tmp_path)
+    _exchange_app(PlainFetchFeedback, root, cache, home, monkeypatch).start()
+    fetched = home / "problem03" / "feedback" / "2026-12-06_03-44-27" / "problem03.html"
+    assert sorted(p.name for p in (home / "problem03" / "feedback").iterdir()) == ["2026-12-06_03-44-27"]
+    assert fetched.read_text() == "<p>your feedback</p>"
+
+    lister = _exchange_app(PlainList, root, cache, home, monkeypatch)
+    lister.cached = True
+    [info] = lister.start()[0]["submissions"]
+    assert info["has_local_feedback"] and not info["feedback_updated"], info
+    assert info["local_feedback_path"] == str(fetched.parent)
+    assert info["notebooks"][0]["local_feedback_path"] == str(fetched)
+
+    page.write_text("<p>your feedback, regraded</p>")  # the instructor returned new feedback
+    [info] = lister.start()[0]["submissions"]
+    assert info["has_local_feedback"] and info["feedback_updated"], info
+
+
+def test_nbgrader_s_own_list_would_not_see_the_plain_folder(tmp_path, monkeypatch):
+    """Why PlainList exists: nbgrader's lister looks under the timestamp with spaces and colons."""
+    from nbgrader.exchange.default import ExchangeList
+    from rbtutor_fetch import PlainFetchFeedback
+
+    root, cache, home, _ = _feedback_exchange(tmp_path)
+    _exchange_app(PlainFetchFeedback, root, cache, home, monkeypatch).start()
+    lister = _exchange_app(ExchangeList, root, cache, home, monkeypatch)
+    lister.cached = True
+    [info] = lister.start()[0]["submissions"]
+    assert not info["has_local_feedback"]
