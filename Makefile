@@ -33,6 +33,7 @@ help:
 	@echo "make book       build the course book into _build/html/index.html"
 	@echo "make pdf        the whole book as one PDF, offline: _build/pdf/rbtutor.pdf"
 	@echo "                (EDITION=instructor: with the answers, _build/pdf/rbtutor-instructor.pdf)"
+	@echo "make screenshots  the student guide's screens (book/manual/student/screens/) again from test-artifacts/hub/"
 	@echo "make test       run the test suite (builds the book offline, browser checks)"
 	@echo "make bench      run every benchmarks/bench_*.py"
 	@echo "make lint       ruff check ."
@@ -113,6 +114,29 @@ JB_SINGLEHTML := jb build . --all -W --keep-going --builder singlehtml --path-ou
 pdf: $(STAMP)
 	$(JB_SINGLEHTML)
 	$(PY) book/_ext/print_pdf.py _build/pdf/_build/singlehtml/index.html $(PDF) --edition $(EDITION)
+
+# The screenshots of the student guide, taken again from the last run of tests/test_hub.py, which
+# saves them into test-artifacts/hub/: every screens/NAME.png a page of the guide shows is copied
+# from there into book/manual/student/screens/ (tracked in git, so the book builds without a hub).
+# Nothing is copied when one is missing.
+GUIDE   := book/manual/student
+SHOTS   := test-artifacts/hub
+
+.PHONY: screenshots
+screenshots:
+	@names=$$(grep -ho 'screens/[A-Za-z0-9._-]*\.png' $(GUIDE)/*.md | sed 's|^screens/||' | sort -u); \
+	if [ -z "$$names" ]; then echo "make screenshots: no page of $(GUIDE)/ shows a screens/*.png" >&2; exit 1; fi; \
+	missing=0; \
+	for name in $$names; do \
+	  if [ ! -f "$(SHOTS)/$$name" ]; then \
+	    echo "make screenshots: $(SHOTS)/$$name is missing: run tests/test_hub.py (as root) first" >&2; \
+	    missing=1; \
+	  fi; \
+	done; \
+	[ $$missing -eq 0 ] || exit 1; \
+	mkdir -p $(GUIDE)/screens; \
+	for name in $$names; do cp "$(SHOTS)/$$name" "$(GUIDE)/screens/$$name"; done; \
+	echo "make screenshots: $$(echo $$names | wc -w) screens copied from $(SHOTS)/ into $(GUIDE)/screens/"
 
 # The student versions of the assignments, from the reference data or from DATA=variant.yaml.
 assignments: $(STAMP)
