@@ -47,6 +47,7 @@ from .export import run_export
 from .layout import CourseError, CourseLayout
 from .options import run_config
 from .render import render_course
+from .settings import SettingsError
 
 #: an example of each verb, shown at the end of its ``--help``
 EXAMPLES = {
@@ -130,14 +131,18 @@ def main(argv=None, prog: str = "python -m rbtutor.course") -> int:
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         layout = None  # config outside a course: the defaults
-    return args.handler(layout, args, parser)
+    try:
+        return args.handler(layout, args, parser)
+    except SettingsError as exc:  # a bad course.toml: its one line, whichever verb read it
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
 
 
 def _render(layout: CourseLayout, args, parser) -> int:
     try:
         changed = render_course(layout, args.data)
     except (OSError, ValueError) as exc:
-        print(f"rbtutor.course render: {exc}", file=sys.stderr)
+        print(f"rbtutor render: {exc}", file=sys.stderr)
         return 2
     for path in changed:
         print(f"updated {path.relative_to(layout.root)}")
@@ -208,7 +213,7 @@ def _similarity(layout: CourseLayout, args, parser) -> int:
         threshold = THRESHOLD if args.threshold is None else args.threshold
         written = similarity_report(layout, args.assignment, threshold)
     except (CourseError, OSError, ValueError) as exc:
-        print(f"rbtutor.course similarity: {exc}", file=sys.stderr)
+        print(f"rbtutor similarity: {exc}", file=sys.stderr)
         return 2
     for path in written:
         print(f"wrote {path.relative_to(layout.root)}")

@@ -1,7 +1,8 @@
 """The course on disk: every folder and file of a course, named once, from the course root.
 
 A course folder holds ``nbgrader_config.py`` (which calls
-:func:`rbtutor.course.nbgrader.configure`), the source assignments in
+:func:`rbtutor.course.nbgrader.configure`), optionally ``course.toml`` (the grading options it
+sets, :mod:`rbtutor.course.settings`), the source assignments in
 ``exercises/`` and nbgrader's working folders. Nothing in rbtutor finds a course
 through the location of its own files: a course is always given by its root, so a
 regular (non-editable) ``pip install`` grades as well as a checkout.
@@ -51,6 +52,11 @@ class CourseLayout:
     @property
     def config(self) -> Path:
         return self.root / "nbgrader_config.py"
+
+    @property
+    def settings_file(self) -> Path:
+        """``course.toml``: the grading options the course sets (:mod:`rbtutor.course.settings`); may be absent."""
+        return self.root / "course.toml"
 
     @property
     def exercises(self) -> Path:

@@ -6,6 +6,14 @@ and rbtutor's own commands then see the same configuration:
 
 * sources in ``exercises/``, the exchange in ``exchange/`` (or ``RBTUTOR_EXCHANGE``),
   the gradebook ``gradebook.db`` (or ``RBTUTOR_GRADEBOOK``, e.g. PostgreSQL);
+* the grading options of the course's ``course.toml`` (:mod:`rbtutor.course.settings`): every
+  trait option of the steps below set to the course's value or its default, and the sandbox's
+  limits handed to the kernel launcher through this process's environment; a bad ``course.toml``,
+  or an option set both there and in ``nbgrader_config.py``, stops the process with the error's
+  one line and status 2 before anything is configured (nbgrader's own commands would otherwise
+  log the error and go on without the course's configuration, so without the sandbox);
+  :func:`load_course_config` checks the same first and raises
+  :class:`rbtutor.course.settings.SettingsError` instead, for rbtutor's commands to report;
 * late submissions penalised by :class:`rbtutor.course.late.PercentPerDay`;
 * autograding runs the grading pipeline of :mod:`rbtutor.grading`: cells restored
   and scanned before execution; execution in the confined kernel
@@ -30,6 +38,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from ..grading import sandbox
 from .layout import CourseLayout
+from .settings import SettingsError, apply_settings, check_agreement, load_settings, refuse_overlap
 
 
 def configure(c, root: str | os.PathLike) -> None:
@@ -78,6 +87,15 @@ def configure(c, root: str | os.PathLike) -> None:
     # not a finite number from 0 to the part's points where it is entered (rbtutor.course.hand_grades)
     guard_hand_grades()
     layout = CourseLayout(Path(root))
+    # course.toml, checked before anything is set (rbtutor.course.settings). nbgrader's own commands log
+    # an exception raised by a configuration file and go on without that file, so without the sandbox:
+    # the process stops here instead, with the error's one line and status 2.
+    try:
+        settings = load_settings(layout.root)
+        refuse_overlap(settings, layout.config)
+    except SettingsError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(2) from exc
     c.CourseDirectory.root = str(layout.root)
     c.CourseDirectory.course_id = "rbtutor"
     c.CourseDirectory.source_directory = "exercises"
@@ -123,8 +141,9 @@ def configure(c, root: str | os.PathLike) -> None:
     from .late import PercentPerDay
 
     c.AssignLatePenalties.plugin_class = PercentPerDay
-    c.Execute.timeout = 120
-    c.BoundedExecute.notebook_timeout = 300
+    # the grading options the course sets in course.toml (defaults for the others): every trait read
+    # by a step above, and the sandbox's limits through the environment its launcher inherits
+    apply_settings(c, settings)
     # nbconvert validates the notebook after every preprocessor above (17 times a notebook); once,
     # after the last, finds an invalid notebook all the same (0.5 ms a validation here)
     c.Exporter.optimistic_validation = True
@@ -225,6 +244,22 @@ def api(course: CourseLayout | str | os.PathLike):
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
-    config = PyFileConfigLoader(layout.config.name, path=str(layout.root)).load_config()
+    config = load_course_config(layout)
     config.CourseDirectory.root = str(layout.root)
     return NbGraderAPI(config=config)
+
+
+def load_course_config(layout: CourseLayout):
+    """The traitlets configuration the course's ``nbgrader_config.py`` builds, checked against its
+    ``course.toml`` (:func:`rbtutor.course.settings.check_agreement`).
+
+    Raises
+    ------
+    rbtutor.course.settings.SettingsError
+        ``course.toml`` is wrong, or ``nbgrader_config.py`` sets an option it sets too.
+    """
+    settings = load_settings(layout.root)
+    refuse_overlap(settings, layout.config)
+    config = PyFileConfigLoader(layout.config.name, path=str(layout.root)).load_config()
+    check_agreement(settings, config, layout.config.name)
+    return config

@@ -7,20 +7,26 @@ take their constants and trait defaults from it, so an edit here is an edit ever
 the old names (``sandbox.plan.DEFAULT_MEMORY``, ``BoundedExecute.notebook_timeout`` ...)
 stay importable where they were. The sandbox's own constants are the exception: its launcher
 imports the standard library only (this module would add about 60 ms to each kernel start), so
-they stay literals there, and ``tests/test_config.py`` fails when any reader, literal or not,
-holds another value than its entry here.
+they stay literals there, and ``tests/test_config.py`` fails when any reader of rbtutor's, literal
+or not, holds another value than its entry here. A trait of another package (nbgrader's
+``Execute.timeout``, whose own default is 30) gets its value from
+:func:`rbtutor.course.nbgrader.configure`, which sets every trait option of a course.
 
-An option read through a trait (``where`` names a ``Class.trait``) can be set in a course's
-``nbgrader_config.py`` as before (``c.BoundedExecute.notebook_timeout = 300``); an option
-with an ``env`` name can be set in the grader's environment; the others are constants of
-the code. ``python -m rbtutor.course config`` prints the table (:func:`option_rows`,
-:func:`format_table`), with the values a course's configuration sets.
+A course sets an option in its ``course.toml`` (:mod:`rbtutor.course.settings`: section the step,
+key :func:`course_key`) when the option is read through a trait (``where`` names a
+``Class.trait``, which :func:`rbtutor.course.nbgrader.configure` sets in the grading run's
+configuration) or handed to the sandbox's launcher (``env`` names the internal variable the grader
+sets for it); :func:`settable` says which. The others are constants of the code. Every value is
+checked by :func:`check_value` (type, finite, at least 0 but where a negative value means "none",
+one of the ``choices``), and :func:`expected` says in words what an option takes. ``rbtutor
+config`` prints the table (:func:`option_rows`, :func:`format_table`) with each value's source.
 
 This module imports nothing of :mod:`rbtutor.grading`, so every step can import it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields
 
@@ -34,12 +40,15 @@ TRAIT_CLASSES = frozenset({"Execute", "BoundedExecute", "CapOutput", "PercentPer
 STEPS = ("intake", "sandbox", "execute", "outputs", "feedback", "run", "late", "checks")
 
 
-def option(default, *, unit: str, step: str, where: tuple[str, ...], help: str, env: str | None = None):
+def option(default, *, unit: str, step: str, where: tuple[str, ...], help: str, env: str | None = None,
+           choices: tuple[str, ...] | None = None):
     """A field of :class:`GradingConfig` with what the table shows about it.
 
     ``where`` lists the ``module:name`` each reader takes the value from: a module constant
     (``rbtutor.grading.feedback:PAGE_TIME_LIMIT``), a trait (``module:Class.trait``), a
-    dataclass field (``module:Class.field``) or a dict entry (``module:NAME[key]``).
+    dataclass field (``module:Class.field``) or a dict entry (``module:NAME[key]``). ``env`` names
+    the variable through which the grader hands the value to the sandbox's launcher (internal: a
+    course sets the option in ``course.toml``); ``choices`` lists the only values a text option takes.
     """
     if step not in STEPS:
         raise ValueError(f"expected step to be one of {STEPS}, got {step!r}")
@@ -47,7 +56,7 @@ def option(default, *, unit: str, step: str, where: tuple[str, ...], help: str, 
         raise ValueError(f"expected a unit, a description and at least one reader for an option, got "
                          f"unit={unit!r}, help={help!r}, where={where!r}")
     return field(default=default, metadata={"unit": unit, "step": step, "where": where, "help": help,
-                                            "env": env})
+                                            "env": env, "choices": choices})
 
 
 @dataclass(frozen=True)
@@ -144,10 +153,11 @@ class GradingConfig:
 
     # --- execute: the notebook run (rbtutor.grading.execute) ---
     execute_cell_timeout: int = option(
-        30, unit="seconds", step="execute", where=("nbgrader.preprocessors:Execute.timeout",),
-        help="Time limit of one cell (nbgrader's own option, met by BoundedExecute with the time left).")
+        120, unit="seconds", step="execute", where=("nbgrader.preprocessors:Execute.timeout",),
+        help="Time limit of one cell (nbgrader's own option, whose own default is 30; met by BoundedExecute "
+             "with the time left).")
     execute_notebook_timeout: float = option(
-        240.0, unit="seconds", step="execute",
+        300.0, unit="seconds", step="execute",
         where=("rbtutor.grading.execute:BoundedExecute.notebook_timeout",),
         help="Time limit of the whole notebook, counted from kernel start; zero or less means none.")
     execute_max_cell_output_bytes: int = option(
@@ -170,7 +180,7 @@ class GradingConfig:
         help="Key of each kernel's random seed; None takes the grader's random key in the course's "
              ".grading folder (never the variants salt, which a seed must not reveal).")
     execute_shutdown_kernel: str = option(
-        "immediate", unit="graceful | immediate", step="execute",
+        "immediate", unit="graceful | immediate", step="execute", choices=("graceful", "immediate"),
         where=("rbtutor.grading.execute:BoundedExecute.shutdown_kernel",),
         help="How the kernel is stopped once its notebook has run.")
 
@@ -268,7 +278,7 @@ class GradingConfig:
 
     def __post_init__(self):
         for spec in fields(self):
-            _check_type(spec.name, spec.type, getattr(self, spec.name))
+            check_value(spec.name, spec.type, getattr(self, spec.name), spec.metadata["choices"])
 
 
 #: options where a negative value has a meaning (zero or less: no limit)
@@ -276,17 +286,39 @@ _MAY_BE_NEGATIVE = frozenset({"execute_notebook_timeout"})
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "str | None": (str, type(None))}
 
 
-def _check_type(name: str, declared: str, value) -> None:
-    """Raise ValueError unless ``value`` is of the ``declared`` type (a bool is not a number here)."""
+def check_value(name: str, declared: str, value, choices: tuple[str, ...] | None = None) -> None:
+    """Raise ValueError unless ``value`` is of the ``declared`` type, finite, at least 0 (but for the
+    options of ``_MAY_BE_NEGATIVE``) and one of ``choices`` when given (a bool is not a number here)."""
     allowed = _TYPES[declared]
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
         raise ValueError(f"expected {name} to be {declared}, got {value!r}")
-    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0 and name not in _MAY_BE_NEGATIVE:
-        raise ValueError(f"expected {name} to be at least 0, got {value!r}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"expected {name} to be a finite number, got {value!r}")
+        if value < 0 and name not in _MAY_BE_NEGATIVE:
+            raise ValueError(f"expected {name} to be at least 0, got {value!r}")
+    if choices is not None and value not in choices:
+        raise ValueError(f"expected {name} to be one of {', '.join(choices)}, got {value!r}")
+
+
+def expected(name: str) -> str:
+    """What a course may give for option ``name``, in words (``"bytes as a whole number ≥ 0"``)."""
+    spec = _SPECS[name]
+    unit, choices = spec.metadata["unit"], spec.metadata["choices"]
+    if choices:
+        return "one of " + ", ".join(f'"{choice}"' for choice in choices)
+    if spec.type == "bool":
+        return "true or false"
+    if spec.type in ("str", "str | None"):
+        return f"{unit} as a quoted string" if unit != "text" else "a quoted string"
+    bound = "" if name in _MAY_BE_NEGATIVE else " ≥ 0"
+    number = "a whole number" if spec.type == "int" else "a number"
+    return f"{unit} as {number}{bound}"
 
 
 #: the defaults, read by every step
 GRADING = GradingConfig()
+_SPECS = {spec.name: spec for spec in fields(GradingConfig)}
 
 
 def trait_keys(where: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -300,36 +332,65 @@ def trait_keys(where: tuple[str, ...]) -> list[tuple[str, str]]:
     return keys
 
 
-def option_rows(config=None, environ=None) -> list[dict]:
-    """One dict per option: name, type, value, default, unit, step, set_in, reads, description.
+def settable(name: str) -> bool:
+    """Whether a course can set option ``name``: a trait of the grading run, or a limit handed to the sandbox."""
+    meta = _SPECS[name].metadata
+    return bool(trait_keys(meta["where"]) or meta["env"])
 
-    ``config`` is a loaded traitlets configuration (a course's ``nbgrader_config.py``); a trait it
-    sets is shown as the value with ``set_in`` naming it. ``environ`` (default ``os.environ``)
-    does the same for options with an environment name.
+
+def course_key(name: str) -> tuple[str, str]:
+    """``(section, key)`` of option ``name`` in ``course.toml``: its step, and its name without the step's word.
+
+    ``sandbox_memory`` is ``[sandbox] memory``, ``check_per_hour`` is ``[checks] per_hour``; a name that
+    starts with another word keeps it (``sanitize_time_limit`` is ``[feedback] sanitize_time_limit``).
+    """
+    step = _SPECS[name].metadata["step"]
+    for word in (step, step.removesuffix("s")):
+        if name.startswith(word + "_"):
+            return step, name[len(word) + 1:]
+    return step, name
+
+
+def option_rows(config=None, environ=None, chosen=None) -> list[dict]:
+    """One dict per option: name, key, settable, type, value, default, source, set_in, unit, step, reads,
+    env, ignored_env, description.
+
+    ``chosen`` maps an option's name to ``(value, source)`` as the course's files set it
+    (:func:`rbtutor.course.settings.effective`: ``"course.toml:LINE"``, ``"nbgrader_config.py:LINE"``);
+    without it, ``config`` (a loaded traitlets configuration) alone gives a trait's value where it
+    differs from the default, with source ``"nbgrader_config.py"``. ``set_in`` names those traits
+    (``c.Class.trait``) of ``config`` that differ from the default. ``key`` is the option's name in
+    ``course.toml`` (``"sandbox.memory"``) and ``ignored_env`` the internal variable of an option
+    found set in ``environ`` (default ``os.environ``), which a grading run replaces by the course's value.
     """
     environ = os.environ if environ is None else environ
+    chosen = chosen or {}
     rows = []
     for spec in fields(GradingConfig):
-        meta = spec.metadata
-        value, set_in = getattr(GRADING, spec.name), []
+        meta, default = spec.metadata, getattr(GRADING, spec.name)
+        value, source, set_in = default, "default", []
         for cls, trait in trait_keys(meta["where"]):
-            if config is not None and cls in config and trait in config[cls]:
-                value = config[cls][trait]
+            if config is not None and cls in config and trait in config[cls] and config[cls][trait] != default:
+                value, source = config[cls][trait], "nbgrader_config.py"
                 set_in.append(f"c.{cls}.{trait}")
-        if meta["env"] and meta["env"] in environ:
-            value = environ[meta["env"]]
-            set_in.append(f"${meta['env']}")
-        rows.append({"name": spec.name, "type": spec.type, "value": value, "default": getattr(GRADING, spec.name),
-                     "unit": meta["unit"], "step": meta["step"], "set_in": set_in, "reads": list(meta["where"]),
-                     "env": meta["env"], "description": meta["help"]})
+        if spec.name in chosen:
+            value, source = chosen[spec.name]
+        ignored = meta["env"] if meta["env"] and meta["env"] in environ else None
+        rows.append({"name": spec.name, "key": ".".join(course_key(spec.name)), "settable": settable(spec.name),
+                     "type": spec.type, "value": value, "default": default, "source": source, "set_in": set_in,
+                     "unit": meta["unit"], "step": meta["step"], "reads": list(meta["where"]), "env": meta["env"],
+                     "ignored_env": ignored, "description": meta["help"]})
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
-    """The rows of :func:`option_rows` as a plain-text table, one option a line, description last."""
-    header = ("option", "value", "default", "unit", "set in")
-    lines = [(r["name"], repr(r["value"]), repr(r["default"]), r["unit"], ", ".join(r["set_in"]) or "-")
-             for r in rows]
+    """The rows of :func:`option_rows` as a plain-text table, one option a line, description last.
+
+    The column ``course.toml`` gives the key a course sets the option with (``-``: a constant of the code).
+    """
+    header = ("option", "value", "default", "unit", "source", "course.toml")
+    lines = [(r["name"], repr(r["value"]), repr(r["default"]), r["unit"], r["source"],
+              r["key"] if r["settable"] else "-") for r in rows]
     widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(len(header))]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + "  description",
            "  ".join("-" * w for w in widths) + "  " + "-" * 11]

@@ -263,8 +263,13 @@ def _drop_to(uid: int | None) -> list[str]:
 
 
 def kernel_limits(uid: int) -> dict[str, int]:
-    """The kernel's per-process limits (prlimit's names) from the environment's settings or the defaults;
-    processes and threads count those ``uid`` runs already."""
+    """The kernel's per-process limits (prlimit's names) from the launcher's environment or the defaults;
+    processes and threads count those ``uid`` runs already.
+
+    The grader sets ``RBTUTOR_KERNEL_MEMORY``, ``RBTUTOR_KERNEL_NPROC`` and ``RBTUTOR_KERNEL_FSIZE`` (and
+    ``RBTUTOR_KERNEL_TREE_MEMORY``, read by the launcher) from the course's ``course.toml`` or the
+    defaults (:func:`rbtutor.course.settings.apply_settings`); the launcher inherits them.
+    """
     return {"as": _size("RBTUTOR_KERNEL_MEMORY", DEFAULT_MEMORY),
             "nproc": _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC),
             "fsize": _size("RBTUTOR_KERNEL_FSIZE", DEFAULT_FSIZE), "core": 0}
