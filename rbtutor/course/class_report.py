@@ -21,14 +21,14 @@ integrity report. For each assignment the page shows
 
 The page is one self-contained file: figures are SVG images (:mod:`.report_charts`) inside the
 page as ``data:`` URIs, each with an alt text stating its numbers; it loads nothing, runs no script
-and says so in a Content-Security-Policy, like the feedback pages. Everything a student
-controls (ids, the text of a diagnosis, integrity messages) is escaped with ``html.escape``.
+and says so in a Content-Security-Policy, like the feedback pages. The markup is the template
+``class_report.html`` of :mod:`rbtutor.grading.pages`, which escapes every value: everything a student
+controls (ids, the text of a diagnosis, integrity messages) reaches the page as text.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import json
 import os
 import statistics
@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..grading.pages import render
 from ..grading.report import REPORT_NAME, terminal_text
 from . import report_charts as charts
 from .export import class_grades
@@ -53,7 +54,6 @@ REPORT_PAGE = "index.html"
 TOP_DIAGNOSES = 5
 #: the longest diagnosis text shown (a student's exception or type name can be long)
 DIAGNOSIS_CHARS = 200
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 NOT_IN_GRADEBOOK = "submitted, but no grade in the gradebook (not graded yet, or its grading failed)"
 
 
@@ -315,21 +315,14 @@ def pass_rate_svg(result: AssignmentResult) -> str:
 # --------------------------------------------------------------------------- the page
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+def _table(caption: str, header: list[str], rows: list[list[object]]) -> dict:
+    return {"caption": caption, "header": header, "rows": rows}
 
 
-def _table(caption: str, header: list[str], rows: list[list[object]]) -> str:
-    head = "".join(f'<th scope="col">{_e(h)}</th>' for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><caption>{_e(caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _counts_list(result: AssignmentResult) -> str:
-    items = [f"{len(result.final_scores)} graded", f"{len(result.late)} late",
-             f"{len(result.pending)} with written parts to grade", f"{len(result.not_graded)} not graded",
-             f"{len(result.flags)} with integrity flags"]
-    return '<ul class="counts">' + "".join(f"<li>{_e(i)}</li>" for i in items) + "</ul>"
+def _counts(result: AssignmentResult) -> list[str]:
+    return [f"{len(result.final_scores)} graded", f"{len(result.late)} late",
+            f"{len(result.pending)} with written parts to grade", f"{len(result.not_graded)} not graded",
+            f"{len(result.flags)} with integrity flags"]
 
 
 def _flag_rows(result: AssignmentResult) -> list[list[object]]:
@@ -344,69 +337,49 @@ def _flag_rows(result: AssignmentResult) -> list[list[object]]:
     return rows
 
 
-def assignment_section(result: AssignmentResult) -> str:
-    """The HTML of one assignment: counts, figures, tables."""
-    name = _e(result.name)
-    parts = [f'<section id="{name}"><h2>{name}</h2>', _counts_list(result)]
+def _figures(result: AssignmentResult) -> list[dict]:
+    figures = []
     if result.final_scores:
-        parts.append(f'<figure><img src="{histogram_svg(result)}" alt="{_e(histogram_alt(result))}">'
-                     f"<figcaption>Final scores of {name} (after late penalties).</figcaption></figure>")
+        figures.append({"src": histogram_svg(result), "alt": histogram_alt(result),
+                        "caption": f"Final scores of {result.name} (after late penalties)."})
     if any(p.graded for p in result.parts.values()):
-        parts.append(f'<figure><img src="{pass_rate_svg(result)}" alt="{_e(pass_rate_alt(result))}">'
-                     f"<figcaption>Pass rate of each part of {name}.</figcaption></figure>")
+        figures.append({"src": pass_rate_svg(result), "alt": pass_rate_alt(result),
+                        "caption": f"Pass rate of each part of {result.name}."})
+    return figures
+
+
+def _part_tables(result: AssignmentResult) -> list[dict]:
+    tables = []
     if result.parts:
         rows = [[p.grade_id, _number(p.max_score), p.graded, p.full,
                  "" if p.pass_rate is None else f"{100 * p.pass_rate:.0f} %", p.to_grade]
                 for p in result.parts.values()]
-        parts.append(_table(f"Parts of {result.name}", ["part", "points", "graded", "full points", "pass rate",
-                                                          "to grade"], rows))
+        tables.append(_table(f"Parts of {result.name}", ["part", "points", "graded", "full points", "pass rate",
+                                                           "to grade"], rows))
     diagnosed = [[p.grade_id, label, n] for p in result.parts.values()
                  for label, n in sorted(p.diagnoses.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_DIAGNOSES]]
     if diagnosed:
-        parts.append(_table(f"Most common diagnoses of the failed parts of {result.name}",
-                            ["part", "diagnosis", "submissions"], diagnosed))
+        tables.append(_table(f"Most common diagnoses of the failed parts of {result.name}",
+                             ["part", "diagnosis", "submissions"], diagnosed))
     if result.not_graded:
-        parts.append(_table(f"Submissions of {result.name} not graded", ["student", "reason"],
-                            [[s, r] for s, r in sorted(result.not_graded.items())]))
-    if result.refused_hand_grades:
-        parts.append(f"<p>Hand grades not counted (not a number from 0 to the part's points; grade these parts "
-                     f"again): {_e('; '.join(result.refused_hand_grades))}.</p>")
-    if result.late:
-        parts.append(f"<p>Late: {_e(', '.join(sorted(result.late)))}.</p>")
-    if result.flags:
-        parts.append(_table(f"Integrity flags of {result.name} (integrity_report.md has every event)",
-                            ["student", "kinds", "first event"], _flag_rows(result)))
-    parts.append("</section>")
-    return "\n".join(parts)
+        tables.append(_table(f"Submissions of {result.name} not graded", ["student", "reason"],
+                             [[s, r] for s, r in sorted(result.not_graded.items())]))
+    return tables
 
 
-STYLE = """
-:root { color-scheme: light; }
-body { font-family: system-ui, sans-serif; margin: 0 auto; max-width: 60rem; padding: 1rem; color: #1a1a1a;
-       background: #fff; line-height: 1.45; }
-img { max-width: 100%; height: auto; }
-table { border-collapse: collapse; margin: 0.8rem 0; display: block; overflow-x: auto; }
-caption { text-align: left; font-weight: 600; padding: 0.3rem 0; }
-th, td { border: 1px solid #bbb; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
-section { border-top: 2px solid #1f5f99; margin-top: 1.5rem; }
-ul.counts { display: flex; flex-wrap: wrap; gap: 0.4rem 1.4rem; padding-left: 1.2rem; }
-figure { margin: 0.8rem 0; }
-"""
+def assignment_section(result: AssignmentResult) -> dict:
+    """What the page shows of one assignment (counts, figures, tables, lists), as plain values."""
+    flags = [_table(f"Integrity flags of {result.name} (integrity_report.md has every event)",
+                    ["student", "kinds", "first event"], _flag_rows(result))] if result.flags else []
+    return {"name": result.name, "counts": _counts(result), "figures": _figures(result),
+            "tables_before": _part_tables(result), "tables_after": flags,
+            "refused_hand_grades": "; ".join(result.refused_hand_grades), "late": ", ".join(sorted(result.late))}
 
 
 def render_page(results: list[AssignmentResult], generated: str) -> str:
-    """The whole page: one section per assignment, with a table of contents."""
-    toc = "".join(f'<li><a href="#{_e(r.name)}">{_e(r.name)}</a></li>' for r in results)
-    body = "\n".join(assignment_section(r) for r in results) or "<p>No assignment in the gradebook yet.</p>"
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            '<meta name="referrer" content="no-referrer">\n'
-            f"<title>Class report</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n"
-            f"<h1>Class report</h1>\n<p>Generated {_e(generated)} from the gradebook, grades.csv's final "
-            "scores and the integrity report.</p>\n"
-            f'<nav aria-label="Assignments"><ul>{toc}</ul></nav>\n{body}\n</main>\n</body>\n</html>\n')
+    """The whole page (template ``class_report.html``): one section per assignment, with a table of contents."""
+    return render("class_report.html", title="Class report", generated=generated,
+                  sections=[assignment_section(r) for r in results])
 
 
 def write_class_report(layout: CourseLayout, grader=None, failures=()) -> Path:

@@ -1,6 +1,7 @@
 """Step: feedback, the page. One self-contained feedback page per notebook: no script, no remote resource.
 
-:func:`render_feedback` builds the page (inline CSS, no script, no URL that leaves the
+:func:`render_feedback` builds the page from the templates ``feedback.html`` and
+``feedback_cell.html`` of :mod:`.pages` (inline CSS, no script, no URL that leaves the
 page, a Content-Security-Policy that forbids both), with the points of each graded part,
 the grader's verdicts as sentences, and hidden tests left out. What a student wrote and
 what their kernel printed is rendered and cleaned by the layers below it
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import base64
 import functools
-import html
 import os
 import re
 import stat
 import time
 from pathlib import Path
 
+from markupsafe import Markup
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name
@@ -31,6 +32,7 @@ from .allowlist import _clean
 from .config import GRADING
 from .grader_notes import _nbgrader, is_grader_note
 from .mathml import Remembered, _markdown_html, _source
+from .pages import render
 from .protocol import HAND_IN
 from .sanitize import C1_CONTROLS, _is_base64
 from .time_bound import time_bound
@@ -51,47 +53,6 @@ _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
 # What a display_data / execute_result shows, richest safe type first.
 _DISPLAY_ORDER = ("text/html", "text/markdown", "image/svg+xml", "text/latex", *_IMAGE_TYPES, "text/plain")
 _WEB_ADDRESS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*)://")
-_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-
-_CSS = """
-:root { color-scheme: light; }
-* { box-sizing: border-box; }
-body { margin: 0; background: #ffffff; color: #1a1a1a; line-height: 1.5;
-       font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
-header, main, footer { max-width: 52rem; margin: 0 auto; padding: 0 1rem; }
-header { padding-top: 1rem; border-bottom: 2px solid #d0d7de; }
-h1 { font-size: 1.6rem; margin: 0.5rem 0; }
-.total { font-size: 1.25rem; font-weight: 600; margin: 0.25rem 0 0.75rem; }
-table { border-collapse: collapse; margin: 0.5rem 0 1rem; max-width: 100%; display: block; overflow-x: auto; }
-th, td { border: 1px solid #8c959f; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
-caption { text-align: left; font-weight: 600; padding-bottom: 0.25rem; }
-a { color: #0b4f9c; }
-a:not([href]) { color: inherit; }
-.cell { margin: 1.25rem 0; overflow-wrap: anywhere; }
-.graded { border-left: 4px solid #57606a; padding-left: 0.75rem; }
-.part { font-size: 1.05rem; margin: 0 0 0.5rem; }
-.points { font-weight: 600; white-space: nowrap; }
-pre { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0.5rem 0; padding: 0.5rem 0.75rem;
-      border-radius: 4px; font: 0.9rem/1.45 ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }
-code { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; overflow-wrap: anywhere; }
-pre.source { background: #f6f8fa; color: #1f2328; border: 1px solid #d0d7de; }
-pre.stream { background: #ffffff; color: #1a1a1a; border: 1px dashed #8c959f; }
-pre.stderr { background: #fff8e6; color: #4d3800; border: 1px solid #d4a72c; }
-pre.error { background: #fdf0f0; color: #7a1010; border: 1px solid #cf222e; }
-.verdict { margin: 0.5rem 0; padding: 0.5rem 0.75rem; border-radius: 4px; }
-.verdict.fail { background: #fdf0f0; color: #7a1010; border: 1px solid #cf222e; }
-.verdict.pass { background: #eef8f0; color: #0f4a1e; border: 1px solid #2da44e; }
-.comment { background: #f3f0fb; color: #2b1b59; border: 1px solid #8250df; padding: 0.5rem 0.75rem;
-           border-radius: 4px; margin: 0.5rem 0; }
-.comment-title { margin: 0 0 0.25rem; font-weight: 600; }
-.pending { color: #6b4b00; }
-img { max-width: 100%; height: auto; }
-math { font-size: 1.1em; }
-math[display="block"] { margin: 0.5rem 0; overflow-x: auto; max-width: 100%; }
-details > summary { cursor: pointer; color: #3d444d; }
-footer { color: #3d444d; font-size: 0.9rem; padding-top: 1rem; padding-bottom: 2rem; }
-"""
-
 
 @functools.cache
 def _pygments():
@@ -111,9 +72,10 @@ def _highlight(source: str, language: str) -> str:
     return highlight(source, lexer, _pygments()[0])
 
 
-def _markdown_cell(source: str) -> str:
+def _markdown_cell(source: str) -> Markup:
     """A markdown cell's HTML on the page: rendered, math as MathML, sanitised, headings one level down."""
-    return _markdown_html(source, "page", demote=1)[0]
+    # Markup: rendered, its math as MathML, and sanitised by .mathml (through .allowlist)
+    return Markup(_markdown_html(source, "page", demote=1)[0])
 
 
 def _plain(text) -> str:
@@ -151,40 +113,44 @@ def _points_text(entry) -> str:
     return f"{_number(score)} / {_number(max_score)} points"
 
 
-def _image(mime: str, value, label: str) -> str:
+def _image(mime: str, value, label: str) -> dict | None:
+    """An image output as a ``data:`` image (SVG sanitised first), or None when it is not one."""
     text = "".join(value) if isinstance(value, list) else str(value)
     if mime == "image/svg+xml":
         svg = _clean(text if "<svg" in text else "", "svg")
         if not svg:
-            return ""
+            return None
         text = base64.b64encode(svg.encode("utf-8")).decode("ascii")
     elif _is_base64(text):
         text = "".join(text.split())
     else:
-        return ""
-    return f'<img src="data:{mime};base64,{text}" alt="{html.escape(label)}">'
+        return None
+    return {"kind": "image", "mime": mime, "data": text, "alt": label}
 
 
-def _display(output, label: str) -> str:
+def _display(output, label: str) -> dict | None:
+    """What a display_data or execute_result shows: its richest safe type, or None."""
     data = output.get("data")
     if not isinstance(data, dict):
-        return ""
+        return None
     for mime in _DISPLAY_ORDER:
         if mime not in data:
             continue
         value = data[mime]
         text = "".join(value) if isinstance(value, list) else str(value)
+        # Markup: the HTML below comes out of the allowlist sanitiser (.allowlist) or the markdown
+        # renderer, which sanitises too (.mathml); it is safe to put on the page as it is.
         if mime == "text/html":
-            return f'<div class="output html">{_clean(text, "page")}</div>'
+            return {"kind": "html", "html": Markup(_clean(text, "page"))}
         if mime in ("text/markdown", "text/latex"):
-            return f'<div class="output markdown">{_markdown_html(text, "page", demote=3)[0]}</div>'
+            return {"kind": "markdown", "html": Markup(_markdown_html(text, "page", demote=3)[0])}
         if mime.startswith("image/"):
             image = _image(mime, value, label)
             if image:
-                return f'<div class="output image">{image}</div>'
+                return image
             continue
-        return f'<pre class="stream">{html.escape(_plain(text))}</pre>'
-    return ""
+        return {"kind": "text", "text": _plain(text)}
+    return None
 
 
 def _judge_outputs(outputs: list, answer_id: str | None) -> tuple[int | None, str | None]:
@@ -205,50 +171,41 @@ def _judge_outputs(outputs: list, answer_id: str | None) -> tuple[int | None, st
     return None, None
 
 
-def _verdict(output, verdict: str, answer_id: str) -> str:
+def _verdict(output, verdict: str, answer_id: str) -> dict:
+    """The grader's verdict as a sentence: ``fail`` or ``pass`` and its text."""
     raw = output.get("evalue", "") if verdict == "fail" else output.get("text", "")
     sentence = " ".join(_plain(raw)[len(answer_id) + 2:].split())
-    if verdict == "fail":
-        return (f'<p class="verdict fail"><strong>Not accepted:</strong> {html.escape(sentence)}</p>')
-    sentence = re.sub(r"\AAccepted[:.]?\s*", "", sentence)
-    tail = f" {html.escape(sentence)}" if sentence else ""
-    return f'<p class="verdict pass"><strong>Accepted:</strong>{tail}</p>'
+    if verdict == "pass":
+        sentence = re.sub(r"\AAccepted[:.]?\s*", "", sentence)
+    return {"kind": "verdict", "verdict": verdict, "text": sentence}
 
 
-def _outputs_html(cell, index: int, answer_id: str | None) -> str:
+def _outputs(cell, index: int, answer_id: str | None) -> list[dict]:
+    """A code cell's outputs as the page shows them, the grader's verdict in place of its output."""
     outputs = [o for o in cell.get("outputs", []) if isinstance(o, dict)]
     judged, verdict = _judge_outputs(outputs, answer_id)
-    parts = []
+    shown = []
     for k, output in enumerate(outputs):
         kind = output.get("output_type")
         if k == judged:
-            parts.append(_verdict(output, verdict, answer_id))
+            shown.append(_verdict(output, verdict, answer_id))
         elif kind == "stream":
             name = "stderr" if output.get("name") == "stderr" else "stdout"
-            parts.append(f'<pre class="stream {name}">{html.escape(_plain(output.get("text", "")))}</pre>')
+            shown.append({"kind": "stream", "name": name, "text": _plain(output.get("text", ""))})
         elif kind == "error":
             lines = output.get("traceback") or [f'{output.get("ename", "Error")}: {output.get("evalue", "")}']
-            text = "\n".join(_plain(line) for line in lines)
-            parts.append(f'<pre class="error">{html.escape(text)}</pre>')
+            shown.append({"kind": "error", "text": "\n".join(_plain(line) for line in lines)})
         elif kind in ("display_data", "execute_result"):
-            parts.append(_display(output, f"output {k + 1} of cell {index + 1}"))
-    return "".join(parts)
+            shown.append(_display(output, f"output {k + 1} of cell {index + 1}"))
+    return [item for item in shown if item is not None]
 
 
-def _comment_html(comment) -> str:
+def _comment(comment) -> Markup | None:
+    """The grader's comment, markdown rendered and sanitised (None when there is none)."""
     if not comment or not str(comment).strip():
-        return ""
-    body, _ = _markdown_html(str(comment), "page", demote=5)
-    return f'<div class="comment"><p class="comment-title">Grader\'s comment</p>{body}</div>'
-
-
-def _scores_table(rows: list[tuple[str, str, str]]) -> str:
-    if not rows:
-        return ""
-    body = "".join(f'<tr><td><a href="#{anchor}">{html.escape(gid)}</a></td><td>{html.escape(points)}</td></tr>'
-                   for gid, anchor, points in rows)
-    return ('<table><caption>Points by part</caption><thead><tr><th scope="col">Part</th>'
-            f'<th scope="col">Points</th></tr></thead><tbody>{body}</tbody></table>')
+        return None
+    # Markup: rendered and sanitised by .mathml, like a student's markdown cell
+    return Markup(_markdown_html(str(comment), "page", demote=5)[0])
 
 
 class FeedbackTimeLimit(Exception):
@@ -295,61 +252,67 @@ def render_feedback(nb, scores: dict, *, title: str, time_limit: float | None = 
         If ``scores`` is not a mapping of grade ids to ``(score, max_score, comment)``.
     """
     _check_arguments(title, scores)
-    pygments_css = _pygments()[1]
     language = ((nb.get("metadata", {}).get("language_info") or {}).get("name")
                 or (nb.get("metadata", {}).get("kernelspec") or {}).get("language") or "python")
-    cells_html, rows, seen = [], [], set()
+    cells, rows, seen = [], [], set()
     level = 1  # of the last heading on the page: a graded part's heading goes one below it
     started, size, stop, left_out = time.monotonic(), 0, None, 0
     for index, cell in enumerate(nb.get("cells", [])):
         if is_grader_note(cell):
             continue  # model answers and rubrics are for the grader
-        if stop is None and time_limit is not None and time.monotonic() - started > time_limit:
-            stop = f"the page's time limit of {time_limit:g} s"
-        if stop is None and max_bytes is not None and size > max_bytes:
-            stop = f"the page's size limit of {max_bytes} bytes"
+        stop = stop or _limit_reached(time.monotonic() - started, size, time_limit, max_bytes)
         if stop is not None:
             left_out += cell.get("cell_type") in ("markdown", "code")
             continue
-        meta = _nbgrader(cell)
-        grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
-        graded = bool(grade_id and (meta.get("grade") or meta.get("task") or grade_id in scores))
-        anchor = f"cell-{index + 1}"
-        parts = []
-        if graded:
-            entry = scores.get(grade_id, (None, meta.get("points", 0), None))
-            points = _points_text(entry)
-            rows.append((grade_id, anchor, points))
-            seen.add(grade_id)
-            pending = " pending" if entry[0] is None else ""
-            tag = f"h{min(level + 1, 6)}"
-            parts.append(f'<{tag} class="part" id="{anchor}-h">{html.escape(grade_id)} '
-                         f'<span class="points{pending}">{html.escape(points)}</span></{tag}>')
-        kind = cell.get("cell_type")
-        if kind == "markdown":
-            rendered = _markdown_cell(_source(cell))
-            parts.append(rendered)
-            headings = re.findall(r"<h([1-6])\b", rendered)
-            level = int(headings[-1]) if headings else level
-        elif kind == "code":
-            parts.extend(_code_cell_html(cell, index, meta, graded, grade_id, language))
-        else:
-            continue
-        if graded:
-            parts.append(_comment_html(scores.get(grade_id, (None, None, None))[2]))
-        labelled = f' aria-labelledby="{anchor}-h"' if graded else ""
-        cells_html.append(f'<section class="cell {kind}{" graded" if graded else ""}" id="{anchor}"{labelled}>'
-                          + "".join(parts) + "</section>")
-        size += len(cells_html[-1])
-    if stop is not None:
-        reason = f"{left_out} cells not shown: {stop} was reached"
-        cells_html.append(f'<section class="cell note"><p>{html.escape(reason)}; the points above count '
-                          "every part.</p></section>")
-        if cuts is not None:
-            cuts.append(reason)
-    for gid in sorted(set(scores) - seen):
-        rows.append((gid, "summary", _points_text(scores[gid])))
-    return _page(title, scores, rows, cells_html, pygments_css)
+        shown, level, row = _cell(cell, index, scores, level, language)
+        if row is not None:
+            rows.append(row)
+            seen.add(row[0])
+        if shown is not None:
+            cells.append(shown)
+            size += len(shown)
+    cut = f"{left_out} cells not shown: {stop} was reached" if stop is not None else ""
+    if cut and cuts is not None:
+        cuts.append(cut)
+    rows += [(gid, "summary", _points_text(scores[gid])) for gid in sorted(set(scores) - seen)]
+    return _page(title, scores, rows, cells, cut)
+
+
+def _limit_reached(seconds: float, size: int, time_limit: float | None, max_bytes: int | None) -> str | None:
+    """Which bound of the page rendering has passed (None: neither)."""
+    if time_limit is not None and seconds > time_limit:
+        return f"the page's time limit of {time_limit:g} s"
+    if max_bytes is not None and size > max_bytes:
+        return f"the page's size limit of {max_bytes} bytes"
+    return None
+
+
+def _cell(cell, index: int, scores: dict, level: int, language: str) -> tuple[Markup | None, int, tuple | None]:
+    """One cell's section of the page (None for a cell that is neither markdown nor code), the level of the
+    last heading after it, and its row of the table of parts when it is graded."""
+    meta = _nbgrader(cell)
+    grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
+    graded = bool(grade_id and (meta.get("grade") or meta.get("task") or grade_id in scores))
+    anchor = f"cell-{index + 1}"
+    heading = row = None
+    if graded:
+        entry = scores.get(grade_id, (None, meta.get("points", 0), None))
+        row = (grade_id, anchor, _points_text(entry))
+        heading = {"level": min(level + 1, 6), "grade_id": grade_id, "points": row[2], "pending": entry[0] is None}
+    kind = cell.get("cell_type")
+    if kind not in ("markdown", "code"):
+        return None, level, row
+    markdown, code, outputs = None, None, []
+    if kind == "markdown":
+        markdown = _markdown_cell(_source(cell))
+        headings = re.findall(r"<h([1-6])\b", markdown)
+        level = int(headings[-1]) if headings else level
+    else:
+        code, outputs = _code_cell(cell, index, meta, graded, grade_id, language)
+    comment = _comment(scores.get(grade_id, (None, None, None))[2]) if graded else None
+    # Markup: rendered by our own template, every value in it escaped or already Markup
+    return Markup(render("feedback_cell.html", kind=kind, anchor=anchor, heading=heading, markdown=markdown,
+                         code=code, outputs=outputs, comment=comment)), level, row
 
 
 def _check_arguments(title, scores) -> None:
@@ -363,42 +326,32 @@ def _check_arguments(title, scores) -> None:
             raise ValueError(f"expected scores[{gid!r}] = (score, max_score, comment), got {entry!r}")
 
 
-def _code_cell_html(cell, index: int, meta: dict, graded: bool, grade_id: str | None,
-                    language: str) -> list[str]:
+def _code_cell(cell, index: int, meta: dict, graded: bool, grade_id: str | None,
+               language: str) -> tuple[dict, list[dict]]:
     """A code cell's source (hidden tests replaced by a note, locked cells folded) and its outputs."""
     source, _ = _without_hidden_tests(_source(cell))
     if meta.get("hidden"):
         source = _HIDDEN_NOTE
-    code = f'<pre class="source hl"><code>{_highlight(source, language)}</code></pre>'
-    if meta.get("locked") and not graded and not meta.get("solution"):
-        code = f"<details><summary>Locked cell {html.escape(grade_id or '')}</summary>{code}</details>"
+    locked = grade_id or "" if meta.get("locked") and not graded and not meta.get("solution") else None
     match = HAND_IN.search(source) if graded else None
-    return [code, _outputs_html(cell, index, match.group(1) if match else None)]
+    # Markup: pygments escapes the source it highlights
+    code = {"source": Markup(_highlight(source, language)), "locked": locked}
+    return code, _outputs(cell, index, match.group(1) if match else None)
 
 
-def _page(title: str, scores: dict, rows: list, cells_html: list[str], pygments_css: str) -> str:
-    """The whole page around the rendered cells: head, total, the table of parts, footer."""
+def _page(title: str, scores: dict, rows: list, cells: list[Markup], cut: str) -> str:
+    """The whole page around the rendered cells: head, total, the table of parts, the cut note, footer."""
     total = sum(float(e[0]) for e in scores.values() if e[0] is not None)
     maximum = sum(float(e[1]) for e in scores.values() if e[1] is not None)
     pending = sum(1 for e in scores.values() if e[0] is None)
-    pending_note = (f' <span class="pending">({pending} part{"s" if pending != 1 else ""} '
-                    "awaiting hand grading)</span>") if pending else ""
-    head = (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            '<meta name="referrer" content="no-referrer">\n'
-            f"<title>{html.escape(title)}</title>\n<style>{_CSS}\n{pygments_css}\n</style>\n</head>\n")
-    header = (f'<header id="summary">\n<h1>{html.escape(title)}</h1>\n'
-              f'<p class="total">Total: {_number(total)} / {_number(maximum)} points{pending_note}</p>\n'
-              f"{_scores_table(rows)}\n</header>\n")
-    footer = ("<footer><p>Written by the course's grader. Values are judged after submission; "
-              "hidden tests are not shown.</p></footer>\n")
-    body = header + '<main id="content">\n' + "\n".join(cells_html) + "\n</main>\n" + footer
+    # Markup: pygments' own style sheet, from which any url() was removed (_pygments)
+    page = render("feedback.html", title=title, total=_number(total), maximum=_number(maximum), pending=pending,
+                  rows=rows, cells=cells, cut=cut, pygments_css=Markup(_pygments()[1]))
     # A web address a student printed or wrote stays readable text, never a link (hrefs outside the
     # page are removed above); its "//" is written as an entity so the page holds no URL to follow.
-    body = _WEB_ADDRESS.sub(lambda m: m.group(1) + ":/&#47;", body)
+    page = _WEB_ADDRESS.sub(lambda m: m.group(1) + ":/&#47;", page)
     # C1 controls wherever they came from (markdown, HTML and text outputs, comments) are left out
-    return C1_CONTROLS.sub("", head + "<body>\n" + body + "</body>\n</html>\n")
+    return C1_CONTROLS.sub("", page)
 
 
 #: Bounds of one feedback page: after this many seconds, or this many bytes of rendered cells, the

@@ -15,11 +15,11 @@ student in one hour are one row.
 from __future__ import annotations
 
 import csv
-import html
 import io
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from ...grading.pages import render
 from .core import STUCK_AFTER, WINDOW
 from .store import CheckStore
 
@@ -101,24 +101,7 @@ def refused_csv(store: CheckStore) -> str:
 
 
 def statistics_html(parts: list[PartStats], stuck_after: int) -> str:
-    rows = "\n".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in
-                         (p.answer_id, p.checks, p.passes, p.refused, _refused_text(p), _diagnoses_text(p),
-                          ", ".join(p.stuck)))
-        + "</tr>" for p in parts)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Answer checks: statistics</title>
-<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #999;padding:.3em .6em;text-align:left}}</style></head>
-<body><main><h1>Answer checks</h1>
-<p>Per part, the most checked first: checks judged, passes, checks refused (limit or switched off)
-and the students who sent them, the mistakes diagnosed, and the students stuck there
-({stuck_after} or more failed checks and no pass).
-<a href="?format=csv">CSV</a>; <a href="?format=refused">refused checks by student and hour (CSV)</a></p>
-<table><thead><tr><th scope="col">part</th><th scope="col">checks</th><th scope="col">passes</th>
-<th scope="col">refused</th><th scope="col">refused from</th><th scope="col">diagnoses</th>
-<th scope="col">stuck</th></tr></thead>
-<tbody>
-{rows}
-</tbody></table></main></body></html>
-"""
+    """The statistics page: one row per answer id, every value escaped by the template (``stats.html``)."""
+    rows = [(p.answer_id, p.checks, p.passes, p.refused, _refused_text(p), _diagnoses_text(p), ", ".join(p.stuck))
+            for p in parts]
+    return render("stats.html", title="Answer checks: statistics", rows=rows, stuck_after=stuck_after)

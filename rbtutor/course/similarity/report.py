@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import html
 import io
 import itertools
 import json
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from rbtutor.grading.intake import take_in
+from rbtutor.grading.pages import render
 from rbtutor.grading.student_ids import id_problem
 
 from ..layout import CourseError, CourseLayout
@@ -288,91 +288,53 @@ def _csv_text(pairs: list[Pair]) -> str:
     return buffer.getvalue()
 
 
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #111; }
-table { border-collapse: collapse; margin: 1rem 0; }
-th, td { border: 1px solid #888; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
-td.code { width: 50%; }
-pre { white-space: pre-wrap; word-break: break-word; margin: 0 0 0.6rem 0; font-size: 0.9rem; }
-p.cell { margin: 0.3rem 0 0.1rem 0; font-size: 0.85rem; color: #333; }
-mark { background: #ffe08a; color: #000; outline: 1px solid #b58900; }
-.flag { font-weight: bold; }
-"""
-
-
 def render_html(assignment: str, pairs: list[Pair], found: Submissions, threshold: float,
                 students: dict[str, _Student]) -> str:
-    """The report page: one self-contained HTML document, all student text escaped."""
-    e = html.escape
+    """The report page (template ``similarity.html``): one self-contained HTML document, all student text escaped."""
     flagged = sum(p.match.score >= threshold for p in pairs)
     shown = pairs[:min(max(flagged, SHOWN_PAIRS), MAX_SHOWN_PAIRS)]
-    parts = [
-        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-        f"<title>Code similarity: {e(assignment)}</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
-        "<main>", f"<h1>Code similarity: {e(assignment)}</h1>",
-        f"<p>{len(found.cells)} students with code, {len(pairs)} pairs; {flagged} at or above the threshold "
-        f"{threshold:.2f}. A score is the larger of the two shares of fingerprinted code that the other "
-        "student's code also holds. All of each student's code cells are compared, after names, numbers, "
-        "strings, layout, comments and redundant parentheses were made uniform, statements that do nothing "
-        "were dropped, independent statements were put in one order, and the code every student was given was "
-        "left out. A high score is a reason to look, not a finding. "
-        f"The {len(shown)} most similar pairs are shown side by side below the table.</p>",
-        _pair_table(pairs, threshold), *(_side_by_side(rank, pair, students, threshold)
-                                         for rank, pair in enumerate(shown, start=1)),
-        _notes(found.notes), "</main>", "</body>", "</html>", "",
-    ]
-    return "\n".join(parts)
+    listed = pairs[:max(flagged, TABLE_PAIRS)]
+    return render("similarity.html", title=f"Code similarity: {assignment}", assignment=assignment,
+                  students=len(found.cells), pairs=len(pairs), flagged=flagged, threshold=threshold,
+                  rows=[_pair_row(rank, pair, threshold) for rank, pair in enumerate(listed, start=1)],
+                  side_by_side=[_side_by_side(rank, pair, students, threshold)
+                                for rank, pair in enumerate(shown, start=1)],
+                  notes=found.notes)
 
 
 def _outside_text(pair: Pair) -> str:
     """Who has shared code outside their solution cells, and how much of it (empty: nobody)."""
-    return "; ".join(f"{name}: {share:.0%}" for name, share in ((pair.student_a, pair.outside_a),
-                                                                (pair.student_b, pair.outside_b)) if share > 0)
+    return "; ".join(f"{name}: {share}" for name, share in _outside_shares(pair))
 
 
-def _pair_table(pairs: list[Pair], threshold: float) -> str:
-    flagged = sum(p.match.score >= threshold for p in pairs)
-    listed = pairs[:max(flagged, TABLE_PAIRS)]
-    rows = []
-    for rank, pair in enumerate(listed, start=1):
-        m = pair.match
-        flag = '<span class="flag">flagged</span>' if m.score >= threshold else ""
-        rows.append(f"<tr><td>{rank}</td><td>{html.escape(pair.student_a)}</td><td>{html.escape(pair.student_b)}</td>"
-                    f"<td>{m.score:.3f}</td><td>{m.share_a:.0%}</td><td>{m.share_b:.0%}</td><td>{flag}</td>"
-                    f"<td>{html.escape(_outside_text(pair))}</td></tr>")
-    head = ("<tr><th scope=\"col\">Rank</th><th scope=\"col\">Student A</th><th scope=\"col\">Student B</th>"
-            "<th scope=\"col\">Score</th><th scope=\"col\">Share of A found in B</th>"
-            "<th scope=\"col\">Share of B found in A</th><th scope=\"col\">Flag</th>"
-            "<th scope=\"col\">Shared code outside the solution cells</th></tr>")
-    return (f"<h2>The {len(listed)} most similar pairs</h2><p>All {len(pairs)} pairs are in the CSV file "
-            "beside this page.</p><table><caption>Pairs of students by code similarity, most similar first"
-            f"</caption><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>")
+def _outside_shares(pair: Pair) -> list[tuple[str, str]]:
+    """``(student, share as a percentage)`` of each student with shared code outside their solution cells."""
+    return [(name, f"{share:.0%}") for name, share in ((pair.student_a, pair.outside_a),
+                                                       (pair.student_b, pair.outside_b)) if share > 0]
 
 
-def _side_by_side(rank: int, pair: Pair, students: dict[str, _Student], threshold: float) -> str:
+def _pair_row(rank: int, pair: Pair, threshold: float) -> dict:
+    """One row of the table of pairs."""
+    m = pair.match
+    return {"rank": rank, "a": pair.student_a, "b": pair.student_b, "score": f"{m.score:.3f}",
+            "share_a": f"{m.share_a:.0%}", "share_b": f"{m.share_b:.0%}", "flagged": m.score >= threshold,
+            "outside": _outside_text(pair)}
+
+
+def _side_by_side(rank: int, pair: Pair, students: dict[str, _Student], threshold: float) -> dict:
+    """One pair shown side by side: the two students' cells, the shared code marked."""
     a, b, m = pair.student_a, pair.student_b, pair.match
-    e = html.escape
-    status = "flagged" if m.score >= threshold else "below the threshold"
-    outside = "".join(
-        f'<p class="flag">{share:.0%} of the code {e(name)} shares lies outside the solution cells of {e(name)} '
-        "(in cells of their own or in cells they were given).</p>"
-        for name, share in ((a, pair.outside_a), (b, pair.outside_b)) if share > 0)
-    return (f"<section><h2>Pair {rank}: {e(a)} and {e(b)} (score {m.score:.3f}, {status})</h2>{outside}"
-            "<p>Marked text (between the labels “shared from here” and “to here” for screen readers) is code "
-            "that the other student's answer also holds.</p>"
-            f"<table><caption>Code cells of {e(a)} and {e(b)}, side by side</caption><thead><tr>"
-            f'<th scope="col">{e(a)}</th><th scope="col">{e(b)}</th></tr></thead><tbody><tr>'
-            f'<td class="code">{_cells_marked(students[a], m.regions_a)}</td>'
-            f'<td class="code">{_cells_marked(students[b], m.regions_b)}</td></tr></tbody></table></section>')
+    return {"rank": rank, "a": a, "b": b, "score": f"{m.score:.3f}",
+            "status": "flagged" if m.score >= threshold else "below the threshold",
+            "outside": _outside_shares(pair),
+            "cells_a": _cells_marked(students[a], m.regions_a), "cells_b": _cells_marked(students[b], m.regions_b)}
 
 
-_HIDDEN = 'style="position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)"'
-
-
-def _cells_marked(student: _Student, regions: list[tuple[int, int]]) -> str:
-    """The student's cells with code of their own, each under its label, marked; cut at :data:`SHOWN_CHARS`."""
+def _cells_marked(student: _Student, regions: list[tuple[int, int]]) -> dict:
+    """The student's cells with code of their own, each under its label, cut into marked and unmarked pieces;
+    cut at :data:`SHOWN_CHARS`."""
     starts = student.prints.norm.starts
-    out, hidden, at, budget, cut = [], [], 0, SHOWN_CHARS, False
+    shown_cells, hidden, at, budget, cut = [], [], 0, SHOWN_CHARS, False
     for cell in student.cells:
         end = at + len(cell.source)
         if not np.any((starts >= at) & (starts < end)):
@@ -380,36 +342,23 @@ def _cells_marked(student: _Student, regions: list[tuple[int, int]]) -> str:
         elif budget > 0:
             shown = cell.source[:budget]
             local = [(max(s, at) - at, min(t, end) - at) for s, t in regions if s < end and t > at]
-            out.append(f'<p class="cell">{html.escape(cell.where)}</p>{_marked(shown, local)}')
+            shown_cells.append({"where": cell.where, "pieces": _pieces(shown, local)})
             budget -= len(shown)
             cut = cut or len(shown) < len(cell.source)
         else:
             cut = True
         at = end + 1
-    if cut:
-        out.append(f"<p>Only the first {SHOWN_CHARS} characters of code are shown.</p>")
-    if hidden:
-        out.append(f"<p>Not shown (only code they were given, or nothing): {html.escape(', '.join(hidden))}.</p>")
-    return "".join(out)
+    return {"shown": shown_cells, "cut": cut, "shown_chars": SHOWN_CHARS, "hidden": ", ".join(hidden)}
 
 
-def _marked(shown: str, regions: list[tuple[int, int]]) -> str:
-    """``shown`` escaped in a ``<pre>``, the regions in ``<mark>``."""
+def _pieces(shown: str, regions: list[tuple[int, int]]) -> list[tuple[str, bool]]:
+    """``shown`` cut at the regions' ends: ``(text, shared)`` in order, ``shared`` true inside a region."""
     out, at = [], 0
     for start, end in regions:
         start, end = min(start, len(shown)), min(end, len(shown))
         if start >= end:
             continue
-        out.append(html.escape(shown[at:start]))
-        out.append(f'<mark><span {_HIDDEN}>[shared from here]</span>{html.escape(shown[start:end])}'
-                   f'<span {_HIDDEN}>[to here]</span></mark>')
+        out.extend([(shown[at:start], False), (shown[start:end], True)])
         at = end
-    out.append(html.escape(shown[at:]))
-    return f"<pre>{''.join(out)}</pre>"
-
-
-def _notes(notes: list[str]) -> str:
-    if not notes:
-        return "<h2>Notes</h2><p>Every submission was read.</p>"
-    items = "".join(f"<li>{html.escape(note)}</li>" for note in notes)
-    return f"<h2>Notes</h2><ul>{items}</ul>"
+    out.append((shown[at:], False))
+    return out
