@@ -37,6 +37,7 @@ VERBS = {
     "data": Verb("answers", "data", "a student's problem data, or a whole class's with its key", "instructor"),
     "render": Verb("course", "render", "write the data and helper cells of every source notebook", "instructor"),
     "assign": Verb("course", "assign", "student versions of every assignment into release/", "instructor"),
+    "release": Verb("course", "release", "one assignment into the exchange, for the students to fetch", "instructor"),
     "collect": Verb("course", "collect", "take the submissions from the exchange into submitted/", "instructor"),
     "similarity": Verb("course", "similarity", "compare the students' code of one assignment", "instructor"),
     "grade": Verb("course", "grade", "autograde every submission: feedback, grades.csv, reports", "instructor"),

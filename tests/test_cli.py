@@ -146,3 +146,36 @@ def test_the_makefile_drives_the_course_with_the_command():
     assert "hub/hubctl.py up" not in makefile
     for verb in ("render", "assign", "grade", "report", "export", "hub up", "hub down"):
         assert f"$(RBTUTOR) {verb}" in makefile
+
+
+def test_release_puts_one_assignment_into_the_exchange_and_refuses_bad_input(tmp_path, capsys):
+    """rbtutor release: unknown assignment or no student version yet, one line and 2; released,
+    the exchange holds it; again without --force, 1 and a line that says so; with --force, 0."""
+    import shutil
+
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.cli import main
+    from rbtutor.course.trial import new_course
+
+    root = Path(__file__).resolve().parents[1]
+    layout = new_course(CourseLayout(root), "problem03", tmp_path)
+    course = str(layout.root)
+
+    def run(*args):
+        status = main(["--root", course, "release", *args])
+        return status, capsys.readouterr()
+
+    status, said = run("problem99")
+    assert status == 2 and said.err.count("\n") == 1 and "expected an assignment of the course (problem03)" in said.err
+    status, said = run("problem03")
+    assert status == 2 and "run 'rbtutor assign' first" in said.err
+    (layout.release / "problem03").mkdir(parents=True)  # what rbtutor assign writes, in short
+    shutil.copy2(layout.source_notebook("problem03"), layout.release / "problem03")
+    status, said = run("problem03")
+    assert status == 0, said.err
+    assert "students can fetch it now" in said.out
+    assert (layout.exchange / "rbtutor" / "outbound" / "problem03" / "problem03.ipynb").is_file()
+    status, said = run("problem03")
+    assert status == 1 and "already released; --force releases it again" in said.err, said.err
+    status, said = run("problem03", "--force")
+    assert status == 0, said.err

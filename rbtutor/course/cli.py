@@ -7,6 +7,9 @@ Verbs, in the order an instructor uses them (``[--root COURSE]`` before or after
     reference data, or from FILE merged over it);
 ``assign`` (also ``generate``)
     student versions of every assignment into ``release/``;
+``release ASSIGNMENT [--force]``
+    one assignment's student version into the exchange, for the students to fetch
+    (:mod:`rbtutor.course.release`);
 ``collect ASSIGNMENT [--clear-planted ACCOUNT]``
     take the students' submissions from the exchange into ``submitted/``, each checked
     by the intake (links, special files, floods and source copies refused); entries planted
@@ -46,6 +49,7 @@ from .cluster import grade_on_cluster
 from .export import run_export
 from .layout import CourseError, CourseLayout
 from .options import run_config
+from .release import release
 from .render import render_course
 from .settings import SettingsError
 
@@ -53,6 +57,7 @@ from .settings import SettingsError
 EXAMPLES = {
     "render": "render --data next_year.yaml",
     "assign": "assign",
+    "release": "release problem03",
     "collect": "collect problem03",
     "similarity": "similarity problem03 --threshold 0.5",
     "grade": "grade --jobs 3",
@@ -82,6 +87,9 @@ def _parser(prog: str = "python -m rbtutor.course") -> argparse.ArgumentParser:
     render = verb("render", _render, "write the locked helper and data cells of every notebook")
     render.add_argument("--data", help="variant data (YAML) merged over the reference data")
     verb("assign", _generate, "student versions of every assignment into release/", aliases=["generate"])
+    release = verb("release", _release, "one assignment into the exchange, for the students to fetch")
+    release.add_argument("assignment")
+    release.add_argument("--force", action="store_true", help="release it again when it is already released")
     collect = verb("collect", _collect, "take submissions from the exchange into submitted/")
     collect.add_argument("assignment")
     collect.add_argument("--clear-planted", action="append", default=[], metavar="ACCOUNT",
@@ -160,6 +168,10 @@ def _grade(layout: CourseLayout, args, parser) -> int:
     from .grade import grade as run
 
     return run(layout, args.jobs)
+
+
+def _release(layout: CourseLayout, args, parser) -> int:
+    return release(layout, args.assignment, args.force)
 
 
 def _export(layout: CourseLayout, args, parser) -> int:
