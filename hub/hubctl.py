@@ -918,8 +918,12 @@ def up(start_hub: bool = True, gradebook: str = "sqlite") -> None:
 
 
 def status() -> tuple[int, list[str]]:
-    """Whether the hub runs, as ``(status, lines)``: 0 when it runs, 3 when it does not (as
-    ``systemctl status`` counts), with where it answers, its gradebook and its log."""
+    """Whether the hub runs, as ``(status, lines)``: 0 when it runs, 3 when it does not, 4 when this
+    user cannot tell (as ``systemctl status`` counts), with where it answers, its gradebook and its log."""
+    if not under_systemd(HUB_UNIT) and PID_FILE.parent.exists() and not os.access(PID_FILE.parent, os.R_OK | os.X_OK):
+        # the pid file is root's: without reading it "not running" would be a guess
+        return 4, [f"cannot tell whether the course hub runs: {PID_FILE.parent} is readable by root only",
+                   "ask with: sudo rbtutor hub status"]
     pid = hub_pid()
     gradebook = "PostgreSQL (started by this set-up)" if gradebook_url() else f"SQLite in {course_folder()}"
     if pid is None:
@@ -938,8 +942,9 @@ def main(argv=None) -> int:
                                      epilog="example: sudo rbtutor hub up --gradebook postgres")
     parser.add_argument("command", choices=["up", "down", "status", "setup", "units"],
                         help="up: set up and start; setup: set up only; down: stop; status: whether it runs "
-                             "(exit 0) or not (exit 3); units: write the systemd "
-                             "units `up` installs where systemd runs into --into, to read or install by hand")
+                             "(exit 0) or not (exit 3), or cannot be told without root (exit 4); "
+                             "units: write the systemd units `up` installs where systemd runs into --into, "
+                             "to read or install by hand")
     parser.add_argument("--into", type=Path, help="units: the folder to write them into")
     parser.add_argument("--gradebook", choices=["sqlite", "postgres"], default="sqlite",
                         help="where the course gradebook lives: SQLite in the course folder (default) or a "

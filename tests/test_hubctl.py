@@ -247,3 +247,30 @@ def test_status_says_whether_the_hub_runs(monkeypatch, tmp_path):
     assert code == 0
     assert lines[0] == f"the course hub is running: pid 4242 (pid file {hubctl.PID_FILE})"
     assert f"address: {hubctl.URL}" in lines
+
+
+@pytest.fixture
+def open_folder():
+    """A folder under /tmp that every user can enter (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="rbtutor-status-", dir="/tmp"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_status_without_root_says_it_cannot_tell_rather_than_guess(open_folder):
+    """The pid file lives in a folder only root reads: run as another user, status says so (exit 4)
+    instead of reporting a running hub as stopped."""
+    state = open_folder / "state"
+    state.mkdir(mode=0o700)
+    (state / "jupyterhub.pid").write_text(str(os.getpid()))  # root's folder; the pid does not matter
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import hubctl; from pathlib import Path\n"
+              "hubctl.under_systemd = lambda unit: False\n"
+              "hubctl.PID_FILE = Path(sys.argv[2]) / 'jupyterhub.pid'\n"
+              "code, lines = hubctl.status(); print(code); print(lines[0])\n")
+    done = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c",
+                           script, str(ROOT / "hub"), str(state)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    code, line = done.stdout.splitlines()
+    assert code == "4"
+    assert line == f"cannot tell whether the course hub runs: {state} is readable by root only"
