@@ -1,7 +1,7 @@
 """A PostgreSQL server in a folder of its own, from Debian's server binaries (``apt-get install postgresql``).
 
 Used by ``make hub GRADEBOOK=postgres`` (a server for the hub's course gradebook, kept in
-``/var/lib/rbtutor-hub/postgres``) and by the tests (a throwaway server per test session).
+``/var/lib/rbtutor-postgres``) and by the tests (a throwaway server per test session).
 The server listens on the loopback address only, on the port given, for the one database role it
 creates (:data:`ROLE`). Without a password it trusts every local connection (the tests' throwaway
 servers); on a machine with other users (the hub: students have accounts) give it a password,
