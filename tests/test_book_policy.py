@@ -54,6 +54,15 @@ class Target(NamedTuple):
     unit: float
     digits: int
     shown: str
+    quantity: str = "1"  # the answer's physical unit as the key names it ("m", "deg", "N m", "1")
+
+
+def _written_after(quantity: str) -> re.Pattern:
+    """How a page writes ``quantity`` right after a number: its first unit symbol ("N m" -> N,
+    "kg m^2" -> kg), or a degree sign for degrees."""
+    first = re.split(r"[\s,/^·*]", quantity.strip())[0]
+    spellings = ["°", "deg", "degrees"] if first.startswith("deg") else [re.escape(first)]
+    return re.compile(r"\s*(?:" + "|".join(spellings) + r")(?![A-Za-z])")
 
 
 def _significant(mantissa: str) -> int:
@@ -111,7 +120,7 @@ def answer_targets() -> tuple[list[Target], list[tuple[str, str]]]:
             unit, digits = precision
             if round(abs(value) / unit) == 0:
                 continue  # prints as zero at the key's precision
-            numbers.append(Target(name, abs(value), unit, digits, text))
+            numbers.append(Target(name, abs(value), unit, digits, text, answer.unit or "1"))
     return numbers, words
 
 
@@ -173,6 +182,8 @@ def printed_answers(text: str, numbers: list[Target], words: list[tuple[str, str
     for match in _NUMBER.finditer(text):
         mantissa = match.group("mantissa")
         exponent = int((match.group("exp") or match.group("texp") or "0").replace("\u2212", "-"))
+        if abs(exponent) > 300:  # 1e999, written to show an overflow: no answer is that large or small
+            continue
         magnitude = float(mantissa) * 10.0**exponent
         if match.group("percent"):
             magnitude /= 100.0
@@ -183,8 +194,16 @@ def printed_answers(text: str, numbers: list[Target], words: list[tuple[str, str
         digits = _significant(mantissa)
         decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
         own_unit = 10.0 ** (exponent - decimals) / (100.0 if match.group("percent") else 1.0)
+        # A whole number of at most three digits with nothing after it but another word (120 s, 128
+        # levels, "120 of 124 answers") is a count or a setting: it prints an answer with a unit only
+        # when that unit follows it ("120 m", "128°").
+        count = "." not in match.group("mantissa") and not match.group("exp") and not match.group("texp") \
+            and not match.group("percent") and len(match.group("mantissa")) <= 3
         for target in numbers:
             if digits < target.digits:
+                continue
+            if count and target.quantity not in ("1", "") \
+                    and not _written_after(target.quantity).match(text, match.end()):
                 continue
             # The text prints the answer when its number is the answer rounded to the text's
             # own last digit (with a little room for another integrator's last digits).
@@ -196,6 +215,15 @@ def printed_answers(text: str, numbers: list[Target], words: list[tuple[str, str
 
 
 # ----------------------------------------------------------------- the detector itself
+
+
+def test_a_small_whole_number_is_an_answer_only_with_its_unit():
+    """120 is Problem 10's displacement in metres: "120 m" prints it, "120 s" and "120 of 124" do not."""
+    numbers, _ = answer_targets()
+    assert any("p10.b.displacement" in hit for hit in printed_answers("it travelled 120 m in all", numbers, []))
+    assert any("p10.b.heading_change_deg" in hit for hit in printed_answers("a turn of 128°", numbers, []))
+    for text in ("a cell may run 120 s", "120 of 124 numeric answers", "128 levels of nesting", "128 MiB"):
+        assert not printed_answers(text, numbers, []), text
 
 
 def test_targets_follow_the_published_precision():
