@@ -223,7 +223,7 @@ def test_memory_is_bounded(course):
 def test_what_the_kernel_forks_is_stopped_before_it_at_the_memory_limit(course):
     """A process the kernel forks (os.fork, multiprocessing) raises its out-of-memory score to
     HELPER_OOM_SCORE_ADJ; the kernel keeps its own, so the system stops the children first. A program
-    started with exec (subprocess) keeps the kernel's score, as the README says."""
+    started with exec (subprocess) keeps the kernel's score, as the Operator guide's sandbox page says."""
     _, work = course
     out = execute(work, [probe("""
         import multiprocessing, os, subprocess, sys

@@ -32,6 +32,7 @@ late share, the check limits) and the steps read their defaults from it; :mod:`.
 wall-time bound on a block of the grading process (a whole submission, one feedback page), in the
 main thread or in a Dask worker's task thread.
 
-The threat model is in the README's grading section: everything a student controls (files, names,
-links, sizes, their code and every message their kernel sends) is untrusted.
+The threat model is in the manual's Operator guide (``book/manual/operator/security.md``):
+everything a student controls (files, names, links, sizes, their code and every message their
+kernel sends) is untrusted.
 """
