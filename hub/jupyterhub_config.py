@@ -100,10 +100,14 @@ _check_service["cwd"] = str(hubctl.course_folder())
 _check_roles[1]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
 
 # the personalising Fetch at /services/rbtutor-fetch/: run as its own account, which may read the
-# course data and the exchange's released notebooks (the instructor's, or root's) and nothing else
+# course data and the exchange's released notebooks (the instructor's, or root's) and nothing else;
+# it also tells each student their own due dates and the course's late share (course.toml, read now)
+_late_share, _late_source = fetch_service.course_late_share(hubctl.course_folder())
+print(f"rbtutor-fetch: late share {_late_share:g} % per started day, from {_late_source}", flush=True)
 _fetch_service, _fetch_roles = fetch_service.service_entry(
     hubctl.EXCHANGE / hubctl.COURSE_ID / "outbound", hubctl.COURSE_DATA, str(hubctl.VENV / "bin" / "python"),
-    user=hubctl.FETCH_USER, releasers=list(hubctl.INSTRUCTORS), url=hubctl.FETCH_URL, due_dates=hubctl.DUE_DATES)
+    user=hubctl.FETCH_USER, releasers=list(hubctl.INSTRUCTORS), url=hubctl.FETCH_URL, due_dates=hubctl.DUE_DATES,
+    late_percent_per_day=_late_share)
 _fetch_roles[0]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
 c.JupyterHub.services = [_check_service, _fetch_service]
 c.JupyterHub.load_roles = [*_check_roles, *_fetch_roles]

@@ -418,13 +418,15 @@ def test_feedback_is_fetched_into_a_plain_folder_and_listed_as_fetched(tmp_path,
     lister = _exchange_app(PlainList, root, cache, home, monkeypatch)
     lister.cached = True
     [info] = lister.start()[0]["submissions"]
-    assert info["has_local_feedback"] and not info["feedback_updated"], info
+    assert info["has_local_feedback"], info
+    assert not info["feedback_updated"], info
     assert info["local_feedback_path"] == str(fetched.parent)
     assert info["notebooks"][0]["local_feedback_path"] == str(fetched)
 
     page.write_text("<p>your feedback, regraded</p>")  # the instructor returned new feedback
     [info] = lister.start()[0]["submissions"]
-    assert info["has_local_feedback"] and info["feedback_updated"], info
+    assert info["has_local_feedback"], info
+    assert info["feedback_updated"], info
 
 
 def test_nbgrader_s_own_list_would_not_see_the_plain_folder(tmp_path, monkeypatch):
@@ -438,3 +440,127 @@ def test_nbgrader_s_own_list_would_not_see_the_plain_folder(tmp_path, monkeypatc
     lister.cached = True
     [info] = lister.start()[0]["submissions"]
     assert not info["has_local_feedback"]
+
+
+# --- GET api/due-dates: the authenticated student's own due dates and the late policy
+DUE_FILE = ("problem03:\n  due: 2030-03-01T12:00:00+01:00\n  extensions:\n    student2: 3d\n"
+            "problem04: 2030-03-08T12:00:00+01:00\n")
+
+
+def due_core(exchange, tmp_path, text: str | None = DUE_FILE, share: float = 10.0) -> FetchCore:
+    """A core whose due-dates file holds ``text`` (none when None); problem03 is released, problem04 not."""
+    due_dates = tmp_path / "due_dates.yaml"
+    if text is not None:
+        due_dates.write_text(text)
+    core = core_for(exchange, tmp_path, per_student=False)
+    return FetchCore(core.outbound, core.data_file, core.releasers, due_dates, share)
+
+
+def test_the_due_dates_are_the_student_s_own_and_of_released_assignments_only(exchange, tmp_path):
+    core = due_core(exchange, tmp_path, share=25.0)
+    now = dt.datetime(2030, 2, 1, tzinfo=dt.UTC)
+    mine, theirs = core.due_dates_of("student1", now), core.due_dates_of("student2", now)
+    assert (mine["student"], mine["now"], mine["due_dates"]) == ("student1", now.isoformat(), True), mine
+    assert mine["assignments"] == {"problem03": {"due": "2030-03-01T12:00:00+01:00",
+                                                 "class_due": "2030-03-01T12:00:00+01:00", "extended": False}}
+    assert theirs["assignments"]["problem03"] == {"due": "2030-03-04T12:00:00+01:00",
+                                                  "class_due": "2030-03-01T12:00:00+01:00", "extended": True}
+    assert "student2" not in json.dumps(mine), "another student's extension is in student1's reply"
+    assert mine["late"]["percent_per_day"] == 25.0
+    assert mine["late"]["rule"].startswith("25 % of a notebook's score"), mine["late"]
+    (exchange / "problem04").mkdir(mode=0o755)  # released now: listed from the next request on
+    assert sorted(core.due_dates_of("student1")["assignments"]) == ["problem03", "problem04"]
+
+
+def test_without_a_due_dates_file_nothing_is_due(exchange, tmp_path):
+    reply = due_core(exchange, tmp_path, text=None).due_dates_of("student1")
+    assert (reply["due_dates"], reply["assignments"]) == (False, {}), reply
+    no_file = core_for(exchange, tmp_path)  # a service started without RBTUTOR_DUE_DATES
+    assert no_file.due_dates_of("student1")["due_dates"] is False
+
+
+def test_due_dates_that_do_not_parse_are_left_out_and_logged(exchange, tmp_path, caplog):
+    reply = due_core(exchange, tmp_path, text=ALIAS_BOMB).due_dates_of("student1")
+    assert (reply["due_dates"], reply["assignments"]) == (None, {}), reply
+    assert any("due dates not shown to student1" in r.getMessage() for r in caplog.records)
+
+
+def test_reserved_accounts_have_no_due_dates(exchange, tmp_path):
+    core = due_core(exchange, tmp_path)
+    for reserved in ("reference", "instructor", ""):
+        with pytest.raises(FetchRefused) as caught:
+            core.due_dates_of(reserved)
+        assert caught.value.status == 403, caught.value.message
+
+
+def test_the_hub_passes_the_course_s_late_share(tmp_path):
+    from rbtutor.course.fetch_service import course_late_share, service_entry
+
+    assert course_late_share(tmp_path) == (10.0, "the default")
+    (tmp_path / "course.toml").write_text("[late]\npercent_per_day = 20.0\n")
+    assert course_late_share(tmp_path) == (20.0, str(tmp_path / "course.toml"))
+    (tmp_path / "course.toml").write_text("[late]\npercent_per_day = 'many'\n")
+    share, why = course_late_share(tmp_path)
+    assert share == 10.0, share
+    assert why.startswith("the default: course.toml does not load"), why
+    service, _ = service_entry("/x/outbound", "/x/data.yaml", "python", "fetch", [], late_percent_per_day=20.0)
+    assert service["environment"]["RBTUTOR_LATE_PERCENT_PER_DAY"] == "20.0"
+
+
+def test_the_endpoint_answers_for_the_token_s_owner_whatever_the_request_names(exchange, tmp_path, monkeypatch):
+    """``GET api/due-dates`` through the service's own tornado application: the hub says whose the
+    token is (here a stand-in for the hub's answer); a student's name in the query, a header or a
+    cookie changes nothing, and a request without a user is sent to the hub's log-in."""
+    import asyncio
+
+    from jupyterhub.services.auth import HubOAuth
+    from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+    from tornado.httpserver import HTTPServer
+    from tornado.netutil import bind_sockets
+
+    from rbtutor.course.fetch_service import make_app
+
+    owners = {"token-of-student1": "student1", "token-of-student2": "student2"}
+
+    def user_for_token(self, token, use_cache=True, session_id="", *, sync=True):
+        async def ask():
+            name = owners.get(token)
+            return {"name": name, "kind": "user", "scopes": ["access:services"]} if name else None
+        return ask()
+
+    monkeypatch.setattr(HubOAuth, "user_for_token", user_for_token)
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "the-services-token")
+    core = due_core(exchange, tmp_path)
+
+    async def run():
+        server = HTTPServer(make_app(core, "/services/rbtutor-fetch/"))
+        sockets = bind_sockets(0, "127.0.0.1")
+        server.add_sockets(sockets)
+        url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/services/rbtutor-fetch/api/due-dates"
+        client = AsyncHTTPClient()
+        replies = {}
+        try:
+            for label, query, headers in [
+                ("own", "", {"Authorization": "token token-of-student1"}),
+                ("named", "?student=student2&user=student2",
+                 {"Authorization": "token token-of-student1", "X-Student": "student2",
+                  "Cookie": "student=student2"}),
+                ("other", "", {"Authorization": "token token-of-student2"}),
+            ]:
+                response = await client.fetch(url + query, headers=headers)
+                replies[label] = json.loads(response.body)
+            try:
+                await client.fetch(url + "?student=student1", follow_redirects=False)
+                replies["anonymous"] = "answered"
+            except HTTPClientError as exc:
+                replies["anonymous"] = exc.code
+        finally:
+            server.stop()
+        return replies
+
+    replies = asyncio.run(run())
+    assert replies["own"]["student"] == "student1", replies
+    assert replies["named"] == {**replies["own"], "now": replies["named"]["now"]}, replies
+    assert replies["own"]["assignments"]["problem03"]["extended"] is False, replies
+    assert replies["other"]["assignments"]["problem03"]["extended"] is True, replies
+    assert replies["anonymous"] == 302, replies  # to the hub's OAuth log-in, never another student's dates

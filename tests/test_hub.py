@@ -8,6 +8,13 @@ class report (``report/index.html``) from their own server in the browser; the s
 and open the feedback. The course's due dates give student1 an extension: their fetched
 notebook, the Formgrader's copy and grades.csv show their own due date, student2's the class's.
 
+What the students see, as they see it: the Assignment List gives each one's own due date and the
+time left; Validate of a partly answered notebook says in one line how many parts need work and
+which, then one block per part with a wrong form, named by its part and question, the unanswered
+parts in one line; a fully answered one says so in one line. Submit asks first, with the due date,
+the time left (or, with the due date moved into the past for a moment, how late and what that
+costs) and the last Validate; Cancel puts nothing into the exchange.
+
 On the way, as a hostile student would: a Validate of a notebook with ``check()`` cells
 leaves the check count alone, and student1's own terminal (JupyterLab's, and commands run
 as student1 in their server's environment) can neither read nor compute a key, the course
@@ -49,6 +56,8 @@ COURSE = Path("/home/instructor/course")
 # due in the future, so nothing is late; student1 has three days more
 DUE_DATES = f"{ASSIGNMENT}:\n  due: 2030-03-01T12:00:00+00:00\n  extensions:\n    student1: 3d\n"
 OWN_DUE = {"student1": "04 March 2030, 12:00", "student2": "01 March 2030, 12:00"}
+#: the same moments as the Assignment List and the Submit dialog give them (in UTC)
+OWN_DUE_SHOWN = {"student1": "Monday 04 March 2030, 12:00 UTC", "student2": "Friday 01 March 2030, 12:00 UTC"}
 
 
 def _unavailable(gradebook: str) -> str | None:
@@ -168,6 +177,38 @@ STUDENT_ANSWERS = {  # written as a student would (a verbatim copy of the key is
     "p3_d_reversal": "With G above the waterline z_G changes sign, and so does the heel.",
     "p3_e_assumption": "The side force was taken at O; it really acts lower down, near mid-draft.",
 }
+
+
+#: student1's first try: (a) written, K a vector by mistake, phi given; the rest left as released
+PARTLY_ANSWERED = {
+    "p3_a_derivation": STUDENT_ANSWERS["p3_a_derivation"],
+    "p3_b_K_answer": "K = np.array([1.0, 2.0, 3.0])  # a vector by mistake",
+    "p3_c_phi_answer": "phi = -0.02\nphi_deg = phi * 180 / np.pi",
+}
+#: the graded cells of PARTLY_ANSWERED whose form is right (the test cells of phi, the written (a))
+PARTLY_RIGHT = {"p3_a_derivation", "p3_c_phi_rad", "p3_c_phi_deg"}
+
+
+def parts_of(notebook: dict) -> dict[str, list[str]]:
+    """``{"(b)": [grade ids]}``: the graded cells of a notebook under each part's heading (``## (b) ...``)."""
+    parts, part = {}, None
+    for cell in notebook["cells"]:
+        text = "".join(cell["source"])
+        heading = re.match(r"#+\s*(\([a-z]\))", text) if cell["cell_type"] == "markdown" else None
+        if heading:
+            part = heading.group(1)
+        info = cell.get("metadata", {}).get("nbgrader", {})
+        if info.get("grade"):
+            parts.setdefault(part, []).append(info["grade_id"])
+    return parts
+
+
+def with_answers(notebook: dict, answers: dict[str, str]) -> dict:
+    """``notebook`` with the answer cells ``answers`` names filled in."""
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") in answers:
+            cell["source"] = answers[cell["metadata"]["nbgrader"]["grade_id"]]
+    return notebook
 
 
 def answered(notebook: dict, sign_error: bool) -> dict:
@@ -322,6 +363,7 @@ def run_loop(browser, passwords):
         released = s.page.locator("#released_assignments_list")
         released.locator(f"text={ASSIGNMENT}").first.wait_for()
         s.shot(f"03-{student}-assignments")
+        due_in_list(s, released, student)
         released.locator("button:text-is('Fetch')").click()
         s.page.locator("#fetched_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         s.shot(f"04-{student}-fetched")
@@ -334,19 +376,21 @@ def run_loop(browser, passwords):
         fetched = s.page.locator("#fetched_assignments_list")
         fetched.locator(f"text={ASSIGNMENT}").first.click()  # unfold the notebooks
         dialog = s.page.locator(".jp-Dialog")
-        if not sign_error:  # validating before answering: the problem comes first, the cell folded away
+        if not sign_error:  # validating before answering: one summary line, the unanswered parts in one line
             fetched.locator("button:text-is('Validate')").first.click()
             dialog.wait_for(timeout=180_000)
+            parts = parts_of(own_copy)
+            summary = validate_summary(s, dialog)
             s.shot(f"05a-{student}-validated-unanswered")
+            assert summary == f"{len(parts)} of {len(parts)} parts need work: {', '.join(parts)}", summary
             message = dialog.locator("#validation-message")
-            assert message.locator("p").first.inner_text() == "This cell needs fixing:", message.inner_html()
-            assert message.locator("details").count() > 0, message.inner_html()
-            shown = message.locator(":scope > pre").all_inner_texts()  # the reasons, outside the folds
-            assert shown, message.inner_html()
-            assert not any("Traceback" in text for text in shown), message.inner_html()
-            assert any("is not defined" in text for text in shown), shown
-            dialog.locator("button").last.click()
-            dialog.wait_for(state="detached")
+            assert message.locator(".rbtutor-part").count() == 0, message.inner_text()  # no block: nothing answered
+            unanswered = message.locator(".rbtutor-unanswered").inner_text()
+            assert unanswered.startswith("Not answered yet: (a) written answer; (b) K;"), unanswered
+            assert "This cell needs fixing" not in message.inner_text(), message.inner_text()
+            assert "Traceback" not in message.inner_text(), message.inner_text()
+            close_dialog(dialog)
+            partly_answered(s, fetched, dialog, parts)
 
         path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
         got = s.api("GET", f"api/contents/{path}")
@@ -361,17 +405,20 @@ def run_loop(browser, passwords):
         checks_before = attempts_logged()
         fetched.locator("button:text-is('Validate')").first.click()
         dialog.wait_for(timeout=180_000)
+        message = dialog.locator("#validation-message")
+        text = validate_summary(s, dialog)
         s.shot(f"05-{student}-validated")
         assert attempts_logged() == checks_before, \
             f"Validate of {student}'s notebook spent checks: {checks_before} attempts logged before, " \
             f"{attempts_logged()} after"
-        text = dialog.inner_text()
-        # a sign error passes the form checks: the dialog must not call the notebook right
-        assert "Form checks passed" in text, text
+        # a sign error passes the form checks: the dialog must not call the notebook right; all in one line
+        assert message.locator("p").count() == 1, message.inner_html()
+        assert message.inner_text() == text, message.inner_text()
+        assert text.startswith(f"Form checks passed: all {len(parts_of(notebook))} parts answered"), text
         assert "graded after you submit" in text, text
         assert "passes all the tests" not in text, text
-        dialog.locator("button").last.click()
-        fetched.locator("button:text-is('Submit')").first.click()
+        close_dialog(dialog)
+        submit_confirmed(s, fetched, student, len(parts_of(notebook)))
         s.page.locator("#submitted_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         s.shot(f"06-{student}-submitted")
 
@@ -394,6 +441,7 @@ def run_loop(browser, passwords):
     put = copier.api("PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": notebook})
     assert put.status in (200, 201), put.text()
     copier.page.locator("#fetched_assignments_list").locator("button:text-is('Submit')").first.click()
+    copier.page.locator("#rbtutor-submit-confirm button:has-text('Submit')").click()  # it asks first
     copier.page.locator("#submitted_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
     copier.shot("06a-student3-submitted-with-student1-numbers")
 
@@ -520,6 +568,135 @@ def run_loop(browser, passwords):
         s.close()
 
 
+def close_dialog(dialog) -> None:
+    dialog.locator("button").last.click()
+    dialog.wait_for(state="detached")
+
+
+def due_in_list(s: Session, released, student: str) -> None:
+    """The Assignment List gives the student's own due date (with the extension) and the time left."""
+    cell = released.locator(".list_item .rbtutor-due").first
+    s.waited("the due date in the Assignment List", lambda: cell.wait_for())
+    s.waited("the due date read from the fetch service", lambda: s.page.wait_for_function(
+        "() => /^Due |not available/.test(document.querySelector('#released_assignments_list .rbtutor-due')"
+        ".innerText)"))
+    text = cell.inner_text()
+    if student == "student1":
+        s.shot("03a-student1-due-dates")
+    assert text.startswith(f"Due {OWN_DUE_SHOWN[student]}"), text
+    assert ("(your extension)" in text) == (student == "student1"), text
+    # the time left as the page says it, against the due-dates file (the hub's clock is this machine's)
+    import datetime as dt
+
+    from rbtutor.course.late import own_due_date
+
+    due, _ = own_due_date(hubctl.DUE_DATES, ASSIGNMENT, student)
+    left = re.search(r"; (\d+) days (\d+) h left$", text)
+    assert left, text
+    shown = dt.timedelta(days=int(left.group(1)), hours=int(left.group(2)))
+    actual = due - dt.datetime.now(dt.UTC)
+    assert dt.timedelta(0) <= actual - shown < dt.timedelta(hours=1, minutes=5), (text, actual)
+
+
+def validate_summary(s: Session, dialog) -> str:
+    """The summary line of the Validate dialog, once the extension has rewritten it."""
+    summary = dialog.locator("#validation-message p.rbtutor-summary")
+    s.waited("the Validate summary", lambda: summary.wait_for())
+    return summary.inner_text()
+
+
+def partly_answered(s: Session, fetched, dialog, parts: dict[str, list[str]]) -> None:
+    """Validate of a partly answered notebook: the summary names the parts that need work, one block for
+    the part whose answer has the wrong form (its reason wrapped, not cut off), the unanswered in one line."""
+    path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    notebook = with_answers(s.api("GET", f"api/contents/{path}").json()["content"], PARTLY_ANSWERED)
+    put = s.api("PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": notebook})
+    assert put.status in (200, 201), put.text()
+    checks_before = attempts_logged()
+    fetched.locator("button:text-is('Validate')").first.click()
+    dialog.wait_for(timeout=180_000)
+    summary = validate_summary(s, dialog)
+    s.shot("05b-student1-validate-summary")
+    assert attempts_logged() == checks_before, "Validate spent checks"
+    needing = [part for part, ids in parts.items() if not set(ids) <= PARTLY_RIGHT]
+    assert summary == f"{len(needing)} of {len(parts)} parts need work: {', '.join(needing)}", summary
+    message = dialog.locator("#validation-message")
+    blocks = message.locator(".rbtutor-part")
+    assert blocks.locator("h3").all_inner_texts() == ["(b) The roll moment"], message.inner_text()
+    assert "assign it to K" in blocks.locator(".rbtutor-question").inner_text()  # the question, from the notebook
+    reason = blocks.locator(".rbtutor-reason")
+    assert reason.inner_text().startswith("K: should have shape (), got (3,)"), reason.inner_text()
+    wrapped = reason.evaluate("e => [getComputedStyle(e).whiteSpace, e.scrollWidth <= e.clientWidth]")
+    assert wrapped == ["pre-wrap", True], wrapped
+    unanswered = message.locator(".rbtutor-unanswered").inner_text()
+    assert "(d) K_raised, phi_raised_deg, written answer; (e) written answer." in unanswered, unanswered
+    assert message.inner_text().count("Run the answer cell") == 0, message.inner_text()  # no hint repeated
+    close_dialog(dialog)
+
+
+def inbound_entries(student: str) -> list[str]:
+    inbound = hubctl.EXCHANGE / hubctl.COURSE_ID / "inbound"
+    return sorted(p.name for p in inbound.iterdir() if p.name.startswith(f"{student}+{ASSIGNMENT}+")) \
+        if inbound.is_dir() else []
+
+
+def submit_confirmed(s: Session, fetched, student: str, parts: int) -> None:
+    """Submit asks first: the own due date, the time left (student2: also how a late one is charged,
+    with the due date moved into the past for a moment), the last Validate. Cancel sends nothing."""
+    import datetime as dt
+
+    from rbtutor.course.fetch_service import course_late_share
+
+    confirm = s.page.locator("#rbtutor-submit-confirm")
+    before = inbound_entries(student)
+    fetched.locator("button:text-is('Submit')").first.click()
+    confirm.wait_for()
+    s.waited("the due date in the Submit dialog", lambda: s.page.wait_for_function(
+        "() => /^Your due date/.test(document.querySelector('#rbtutor-submit-confirm .rbtutor-due-line').innerText)"))
+    s.waited("the last Validate in the Submit dialog", lambda: s.page.wait_for_function(
+        "() => /^Last Validate/.test(document.querySelector('#rbtutor-submit-confirm .rbtutor-validate-line')"
+        ".innerText)"))
+    due_line = confirm.locator(".rbtutor-due-line").inner_text()
+    if student == "student1":
+        s.shot("06d-student1-submit-confirm")
+        assert due_line == (f"Your due date: {OWN_DUE_SHOWN['student1']}, your extension "
+                            f"(the class's: {OWN_DUE_SHOWN['student2']})."), due_line
+    else:
+        assert due_line == f"Your due date: {OWN_DUE_SHOWN['student2']}.", due_line
+    assert confirm.locator(".rbtutor-time-left").inner_text().startswith("Time left: "), confirm.inner_text()
+    validated = confirm.locator(".rbtutor-validate-line").inner_text()
+    assert re.fullmatch(rf"Last Validate: {ASSIGNMENT}\.ipynb, validated at \d\d:\d\d: form checks passed, "
+                        rf"all {parts} parts answered\.", validated), validated
+    confirm.locator("button:has-text('Cancel')").click()
+    confirm.wait_for(state="detached")
+    if student == "student2":  # the due date moved 26 hours into the past: the dialog says what that costs
+        saved = hubctl.DUE_DATES.read_text()
+        past = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=26)).replace(microsecond=0)
+        hubctl.DUE_DATES.write_text(f"{ASSIGNMENT}: {past.isoformat()}\n")
+        try:
+            fetched.locator("button:text-is('Submit')").first.click()
+            late = confirm.locator(".rbtutor-time-left.rbtutor-late")
+            s.waited("the late warning of the Submit dialog", lambda: late.wait_for())
+            share = course_late_share(COURSE)[0]
+            expected = (f"that is 2 started days, so {min(100.0, 2 * share):.0f} % of each notebook's score is "
+                        f"taken off (the course's late policy: {share:g} % for every day")
+            assert late.inner_text().startswith("Submitting now is late by 1 day 2 h"), late.inner_text()
+            assert expected in late.inner_text(), late.inner_text()
+            confirm.locator("button:has-text('Cancel')").click()
+            confirm.wait_for(state="detached")
+        finally:
+            hubctl.DUE_DATES.write_text(saved)
+    s.page.wait_for_timeout(2_000)  # a submission sent anyway would be in the inbound by now
+    assert inbound_entries(student) == before, "Cancel in the Submit dialog submitted the assignment"
+    fetched.locator("button:text-is('Submit')").first.click()
+    confirm.wait_for()
+    confirm.locator("button:has-text('Submit')").click()
+    started = time.monotonic()  # confirmed: now it is in the exchange (so the folder looked at above is the one)
+    while len(inbound_entries(student)) == len(before) and time.monotonic() - started < 120:
+        time.sleep(0.5)
+    assert len(inbound_entries(student)) == len(before) + 1, (before, inbound_entries(student))
+
+
 _EXECUTE_JS = """async ([base, kernel, code]) => await new Promise((resolve, reject) => {
   const ws = new WebSocket(base.replace(/^http/, "ws") + "/api/kernels/" + kernel + "/channels");
   const id = "h11-" + Math.random().toString(16).slice(2);
@@ -631,8 +808,14 @@ def ask(body, token=True):
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
+def due_dates(query):
+    request = urllib.request.Request(os.environ["RBTUTOR_FETCH_URL"] + "api/due-dates" + query,
+                                     headers={"Authorization": "token " + os.environ["JUPYTERHUB_API_TOKEN"]})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return response.status, json.loads(response.read())
 released = {"assignment": "problem03", "notebook": "problem03.ipynb"}
 print(json.dumps({"own": ask(released), "named": ask({**released, "student": "student2"}),
+                  "due_dates": due_dates("?student=student2&user=student2"),
                   "anonymous": ask(released, token=False),
                   "escape": ask({"assignment": "..", "notebook": "outbound/problem03/problem03.ipynb"})}))
 """
@@ -674,6 +857,11 @@ def secrets_out_of_reach(session: Session, data_cells: dict[str, str]) -> None:
     assert "unknown: ['student']" in replies["named"][1]["error"], replies["named"]
     assert replies["anonymous"][0] == 401, replies["anonymous"]
     assert replies["escape"][0] == 400, replies["escape"]
+    status, due = replies["due_dates"]  # the token's owner's due dates, whatever the request names
+    assert status == 200, replies["due_dates"]
+    assert due["student"] == "student1", due
+    assert due["assignments"][ASSIGNMENT] == {"due": "2030-03-04T12:00:00+00:00",
+                                              "class_due": "2030-03-01T12:00:00+00:00", "extended": True}, due
 
     # no file student1 can read holds the salt, student2's own data lines or student2's key values
     salt = str(yaml.safe_load(hubctl.COURSE_DATA.read_text())["variants"]["salt"])

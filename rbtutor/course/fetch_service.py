@@ -18,21 +18,37 @@ at ``/services/rbtutor-fetch/``:
     student's variant (:func:`rbtutor.course.personal.personalise_notebook`), or unchanged when
     the course data switch variants off.
 
+``GET api/due-dates``
+    The logged-in student's own due dates and the course's late policy, read-only, for the
+    Assignment List and the Submit dialog of the students' JupyterLab
+    (``rbtutor/course/labextension``). The student is the one the hub authenticated, by the
+    same token header or, from a browser, by the service's OAuth cookie (a page load: the
+    extension reads the reply in a hidden frame); nothing in the request can name another
+    student. The reply (:meth:`FetchCore.due_dates_of`) is ``{"student", "now", "due_dates",
+    "assignments", "late"}``: for each released assignment the due-dates file lists, the
+    student's own due date, the class's, and whether it is an extension; ``due_dates`` is
+    false without a due-dates file (nothing is late) and null when the file cannot be read;
+    ``late`` is the share of the score taken off per started day late.
+
 Refusals get a 4xx reply whose JSON body ``{"error": ...}`` says why: a body over
 :data:`MAX_BODY` bytes (413), a body that is not a JSON object with exactly those two text
 fields, or names with other characters than letters, digits, ``_ . -`` (400), no token (401),
 a token that is not a user's, or a user whose name is not an acceptable student id
 (:func:`rbtutor.grading.student_ids.check_id`: the reserved ``reference`` and the instructor
 among them) (403), no such released notebook (404), a released folder or notebook that is a
-link, is not owned by the instructors or root, or is writable by others (409).
+link, is not owned by the instructors or root, or is writable by others (409). ``GET
+api/due-dates`` without a user is sent to the hub's OAuth log-in (302).
 
 Configuration comes from the environment the hub gives the service: ``RBTUTOR_OUTBOUND`` (the
 exchange's ``<course>/outbound`` folder), ``RBTUTOR_COURSE_DATA`` (the course data file),
 ``RBTUTOR_RELEASERS`` (comma-separated accounts whose files in the exchange are trusted,
 besides root), ``RBTUTOR_DUE_DATES`` (optional: the course's ``exercises/due_dates.yaml``; the
-opening cell then gives the student their own due date, :func:`rbtutor.course.late.show_due_date`)
-and JupyterHub's own ``JUPYTERHUB_*`` variables. The due-dates file is read afresh for every
-fetch, with the course's bounded loader (:func:`rbtutor.course.late.parse_due_dates`: a capped
+opening cell then gives the student their own due date, :func:`rbtutor.course.late.show_due_date`),
+``RBTUTOR_LATE_PERCENT_PER_DAY`` (optional: the course's late share per started day, which the
+hub reads from the course's ``course.toml`` when it starts, :func:`course_late_share`; without
+it, the default of :class:`rbtutor.course.late.PercentPerDay`) and JupyterHub's own
+``JUPYTERHUB_*`` variables. The due-dates file is read afresh for every fetch and every
+``api/due-dates``, with the course's bounded loader (:func:`rbtutor.course.late.parse_due_dates`: a capped
 size, no YAML aliases), so the instructor's edits reach the next fetch without a restart; on the
 hub it is ``/srv/rbtutor/due_dates.yaml``, which the course's ``exercises/due_dates.yaml`` links to
 (``hub/hubctl.py``, :func:`rbtutor.course.late.publish_due_dates`).
@@ -40,6 +56,7 @@ hub it is ``/srv/rbtutor/due_dates.yaml``, which the course's ``exercises/due_da
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -50,6 +67,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..grading.config import GRADING
 from ..grading.student_ids import check_id
 from ..problems.variants import load_course_data, per_student
 from .hub_service import serve, service_address
@@ -165,6 +183,8 @@ class FetchCore:
     data_file: Path
     releasers: frozenset[int]
     due_dates: Path | None = None  # the course's exercises/due_dates.yaml, when due dates are shown
+    #: the course's late share, percent of a notebook's score per started day late
+    late_percent_per_day: float = GRADING.late_percent_per_day
 
     def personalised(self, student: str, body: bytes) -> dict:
         """The notebook the request in ``body`` names, with ``student``'s numbers, as a JSON-ready dict."""
@@ -210,6 +230,79 @@ class FetchCore:
             return None
 
 
+    def due_dates_of(self, student: str, now: dt.datetime | None = None) -> dict:
+        """``student``'s own due dates of the released assignments and the course's late policy, JSON-ready.
+
+        ``{"student", "now", "due_dates", "assignments": {name: {"due", "class_due", "extended"}},
+        "late": {"percent_per_day", "rule"}}``, times in ISO 8601 with their zone. Only
+        assignments released in the exchange (a folder in ``outbound``) are listed, so the
+        file's plans for later ones stay the instructor's. ``due_dates`` is False without a
+        due-dates file and None when it does not parse (logged, as for a fetch); the
+        assignments are then empty. :class:`FetchRefused` (403) for an account that is not a
+        student id.
+        """
+        # deferred: it brings in nbgrader (about 3 s to import), needed only here
+        from .late import parse_due_dates
+
+        try:
+            check_id(student)
+        except ValueError as exc:
+            raise FetchRefused(403, f"no due dates for this account: {exc}") from None
+        now = now or dt.datetime.now(dt.UTC)
+        share = self.late_percent_per_day
+        reply = {"student": student, "now": now.isoformat(), "due_dates": False, "assignments": {},
+                 "late": {"percent_per_day": share,
+                          "rule": f"{share:g} % of a notebook's score is taken off for every day, or part of a day, "
+                                  "it is handed in after your own due date, never more than the score"}}
+        if self.due_dates is None:
+            return reply
+        try:
+            deadlines = parse_due_dates(self.due_dates)
+        except (OSError, ValueError) as exc:
+            logging.getLogger(SERVICE_NAME).error("due dates not shown to %s: %s", student, exc)
+            return {**reply, "due_dates": None}
+        if deadlines is None:
+            return reply
+        released = released_names(self.outbound)
+        reply["due_dates"] = True
+        for name in sorted(set(deadlines) & released):
+            deadline = deadlines[name]
+            reply["assignments"][name] = {"due": deadline.of(student).isoformat(),
+                                          "class_due": deadline.due.isoformat(),
+                                          "extended": student in deadline.extensions}
+        return reply
+
+
+def released_names(outbound: Path) -> set[str]:
+    """The names of the assignments released in the exchange's ``outbound`` folder (folders, not links)."""
+    try:
+        entries = list(os.scandir(outbound))
+    except OSError:
+        return set()
+    return {e.name for e in entries if NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)}
+
+
+def course_late_share(course: str | os.PathLike) -> tuple[float, str]:
+    """The late share the course ``course`` grades with, as far as its ``course.toml`` says, and where from.
+
+    For the hub's configuration, which hands it to the service (``RBTUTOR_LATE_PERCENT_PER_DAY``).
+    A share set in the course's ``nbgrader_config.py`` instead is not seen here (that file is
+    code, and the hub does not run it); a ``course.toml`` that does not load gives the default,
+    and the second value says why.
+    """
+    # deferred: only the hub's configuration needs the course's settings
+    from .settings import SettingsError, load_settings
+
+    name = "late_percent_per_day"
+    try:
+        settings = load_settings(course)
+    except SettingsError as exc:
+        return GRADING.late_percent_per_day, f"the default: course.toml does not load ({exc})"
+    if name in settings.values:
+        return float(settings.values[name]), f"{settings.path}"
+    return GRADING.late_percent_per_day, "the default"
+
+
 def releaser_uids(names: str) -> frozenset[int]:
     """Root and the uids of the comma-separated account ``names`` (an unknown account is an error)."""
     uids = {0}
@@ -222,30 +315,80 @@ def releaser_uids(names: str) -> frozenset[int]:
 
 
 def service_entry(outbound, data_file, python: str, user: str, releasers: list[str],
-                  url: str = "http://127.0.0.1:10102", due_dates=None) -> tuple[dict, list[dict]]:
+                  url: str = "http://127.0.0.1:10102", due_dates=None,
+                  late_percent_per_day: float | None = None) -> tuple[dict, list[dict]]:
     """The hub configuration of the service: ``(service, roles)`` for ``c.JupyterHub.services`` and
     ``c.JupyterHub.load_roles``.
 
     The service itself needs no scope: it learns whom a token belongs to from the hub with that
     token. The second role, given to the course's groups by the caller, lets users reach it.
     ``due_dates``, when given, is the course's due-dates file (it need not exist yet): each
-    fetched notebook then shows its student's own due date.
+    fetched notebook then shows its student's own due date. ``late_percent_per_day``, when given,
+    is the course's late share (:func:`course_late_share`), which ``api/due-dates`` tells students.
     """
     service = {"name": SERVICE_NAME, "url": url, "user": user, "cwd": "/",
                "command": [python, "-m", "rbtutor.course.fetch_service"],
                "environment": {"RBTUTOR_OUTBOUND": str(outbound), "RBTUTOR_COURSE_DATA": str(data_file),
                                "RBTUTOR_RELEASERS": ",".join(releasers),
-                               **({"RBTUTOR_DUE_DATES": str(due_dates)} if due_dates else {})},
+                               **({"RBTUTOR_DUE_DATES": str(due_dates)} if due_dates else {}),
+                               **({"RBTUTOR_LATE_PERCENT_PER_DAY": repr(float(late_percent_per_day))}
+                                  if late_percent_per_day is not None else {})},
                "oauth_no_confirm": True}
     roles = [{"name": f"{SERVICE_NAME}-user", "scopes": [f"access:services!service={SERVICE_NAME}"]}]
     return service, roles
+
+
+def due_dates_handler(core: FetchCore, token: str):
+    """The tornado handler of ``GET api/due-dates`` (:meth:`FetchCore.due_dates_of` for the hub's user).
+
+    The user comes from a token in the ``Authorization`` header or from the service's OAuth
+    cookie, which a browser gets by going through the hub's OAuth once (the hub asks nothing:
+    ``oauth_no_confirm``). A read-only page load needs no ``_xsrf`` value (JupyterHub's rule for
+    ``GET`` navigations); a script's ``fetch`` does, so the students' JupyterLab loads the page in
+    a hidden frame.
+    """
+    # deferred: jupyterhub takes about 1 s to import, and only this step needs it
+    from jupyterhub.services.auth import HubOAuth, HubOAuthenticated
+
+    # deferred: tornado takes about 0.1 s to import, and only this step needs it
+    from tornado import web
+
+    # the one instance the OAuth callback (HubOAuthCallbackHandler) uses as well
+    auth = HubOAuth.instance(api_token=token, cache_max_age=60)
+
+    class DueDatesHandler(HubOAuthenticated, web.RequestHandler):
+        """``GET api/due-dates``: the authenticated student's own due dates and the late policy."""
+
+        def initialize(self):
+            self.hub_auth = auth
+
+        def write_error(self, status_code, **kwargs):
+            exc = kwargs.get("exc_info", (None, None))[1]
+            message = getattr(exc, "log_message", None) or self._reason
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"error": message}))
+
+        @web.authenticated  # a browser without the service's cookie is sent through the hub's OAuth first
+        def get(self):
+            user = self.current_user
+            if user.get("kind", "user") != "user":
+                raise web.HTTPError(403, "only users have due dates")
+            try:
+                reply = core.due_dates_of(user["name"])
+            except FetchRefused as refused:
+                raise web.HTTPError(refused.status, refused.message) from None
+            self.set_header("Content-Type", "application/json")
+            self.set_header("Cache-Control", "no-store")
+            self.finish(json.dumps(reply))
+
+    return DueDatesHandler
 
 
 def make_app(core: FetchCore, prefix: str):
     """The tornado application of the service under ``prefix`` (``/services/rbtutor-fetch/``)."""
 
     # deferred: jupyterhub takes about 1 s to import, and only this step needs it
-    from jupyterhub.services.auth import HubAuth, HubAuthenticated
+    from jupyterhub.services.auth import HubAuth, HubAuthenticated, HubOAuthCallbackHandler
 
     # deferred: jupyterhub takes about 1 s to import, and only this step needs it
     from jupyterhub.utils import url_path_join
@@ -256,7 +399,8 @@ def make_app(core: FetchCore, prefix: str):
     # deferred: tornado takes about 0.1 s to import, and only this step needs it
     from tornado.log import app_log
 
-    auth = HubAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)
+    token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
+    auth = HubAuth(api_token=token, cache_max_age=60)  # personalise: a token in the header, nothing else
 
     @web.stream_request_body
     class PersonaliseHandler(HubAuthenticated, web.RequestHandler):
@@ -304,7 +448,9 @@ def make_app(core: FetchCore, prefix: str):
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps({"notebook": nb}))
 
-    return web.Application([(url_path_join(prefix, "api/personalise"), PersonaliseHandler)],
+    return web.Application([(url_path_join(prefix, "api/personalise"), PersonaliseHandler),
+                            (url_path_join(prefix, "api/due-dates"), due_dates_handler(core, token)),
+                            (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler)],
                            cookie_secret=secrets.token_bytes(32), xsrf_cookies=True)
 
 
@@ -316,8 +462,13 @@ def main() -> int:
         raise SystemExit(f"rbtutor-fetch: RBTUTOR_OUTBOUND must be an absolute path and RBTUTOR_COURSE_DATA a "
                          f"readable file, got {str(outbound)!r} and {str(data_file)!r}")
     due_dates = os.environ.get("RBTUTOR_DUE_DATES") or None
+    share = os.environ.get("RBTUTOR_LATE_PERCENT_PER_DAY") or GRADING.late_percent_per_day
+    try:
+        share = float(share)
+    except ValueError:
+        raise SystemExit(f"rbtutor-fetch: RBTUTOR_LATE_PERCENT_PER_DAY must be a number, got {share!r}") from None
     core = FetchCore(outbound, data_file, releaser_uids(os.environ.get("RBTUTOR_RELEASERS", "")),
-                     Path(due_dates) if due_dates else None)
+                     Path(due_dates) if due_dates else None, share)
     prefix, bind = service_address(SERVICE_NAME, "http://127.0.0.1:10102")
     app = make_app(core, prefix)
     # bodies up to the drain limit are read, so that one over MAX_BODY gets its 413; larger ones are cut off
