@@ -420,6 +420,9 @@ def run_loop(browser, passwords):
         close_dialog(dialog)
         submit_confirmed(s, fetched, student, len(parts_of(notebook)))
         s.page.locator("#submitted_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
+        # the list is redrawn once the submission is in: its button reads Submit again, not "submitting..."
+        s.waited("the Submit button back after submitting",
+                 lambda: fetched.locator("button:text-is('Submit')").first.wait_for(timeout=120_000))
         s.shot(f"06-{student}-submitted")
 
     # --- each student fetched their own numbers, neither the released (instructor's) ones
