@@ -58,10 +58,10 @@ def rotation_matrix_ep(theta) -> np.ndarray:
     >>> np.round(rotation_matrix_ep([c, 0.0, 0.0, c]) @ [1.0, 0.0, 0.0], 12) + 0.0
     array([0., 1., 0.])
     """
-    return _rotation_ep(as_unit_quaternion("theta", theta))
+    return rotation_matrix_ep_unchecked(as_unit_quaternion("theta", theta))
 
 
-def _rotation_ep(theta: np.ndarray) -> np.ndarray:
+def rotation_matrix_ep_unchecked(theta: np.ndarray) -> np.ndarray:
     t0, t1, t2, t3 = theta
     return np.array([
         [1 - 2 * (t2 * t2 + t3 * t3), 2 * (t1 * t2 - t0 * t3), 2 * (t1 * t3 + t0 * t2)],
@@ -78,10 +78,10 @@ def g_matrix_global(theta) -> np.ndarray:
 
 def g_matrix_body(theta) -> np.ndarray:
     """G with ``omega_body = G @ theta_dot`` (eq-noderigidbodyep-gm), shape (3, 4)."""
-    return _g_body(as_array("theta", theta, (4,)))
+    return g_matrix_body_unchecked(as_array("theta", theta, (4,)))
 
 
-def _g_body(theta: np.ndarray) -> np.ndarray:
+def g_matrix_body_unchecked(theta: np.ndarray) -> np.ndarray:
     t0, t1, t2, t3 = theta
     return 2.0 * np.array([[-t1, t0, t3, -t2], [-t2, -t3, t0, t1], [-t3, t2, -t1, t0]])
 
@@ -173,9 +173,9 @@ def euler_angles_of_quaternions(thetas) -> np.ndarray:
     if q.ndim != 2 or q.shape[1] != 4:
         raise ValueError(f"expected thetas of shape (n, 4), got {q.shape}")
     t0, t1, t2, t3 = (q / np.linalg.norm(q, axis=1, keepdims=True)).T
-    from .kinematics import _angles_from_entries
+    from .kinematics import angles_from_entries
 
-    return _angles_from_entries(1 - 2 * (t2 * t2 + t3 * t3), 2 * (t1 * t2 + t0 * t3), 2 * (t1 * t3 - t0 * t2),
+    return angles_from_entries(1 - 2 * (t2 * t2 + t3 * t3), 2 * (t1 * t2 + t0 * t3), 2 * (t1 * t3 - t0 * t2),
                                 2 * (t2 * t3 + t0 * t1), 1 - 2 * (t1 * t1 + t2 * t2))
 
 

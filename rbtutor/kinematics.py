@@ -49,7 +49,7 @@ def skew(a) -> np.ndarray:
     return np.array([[0.0, -a3, a2], [a3, 0.0, -a1], [-a2, a1, 0.0]])
 
 
-def _cross(a, b) -> np.ndarray:
+def cross3(a, b) -> np.ndarray:
     """``a x b`` for 3-vectors, written out: much quicker than ``np.cross`` on short arrays."""
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
@@ -73,10 +73,10 @@ def rotation_matrix(phi, theta, psi) -> np.ndarray:
     >>> np.round(rotation_matrix(0.0, 0.0, np.pi / 2) @ [1.0, 0.0, 0.0], 12)
     array([0., 1., 0.])
     """
-    return _rotation(as_scalar("phi", phi), as_scalar("theta", theta), as_scalar("psi", psi))
+    return rotation_matrix_unchecked(as_scalar("phi", phi), as_scalar("theta", theta), as_scalar("psi", psi))
 
 
-def _rotation(phi: float, theta: float, psi: float) -> np.ndarray:
+def rotation_matrix_unchecked(phi: float, theta: float, psi: float) -> np.ndarray:
     cos_roll, sin_roll = math.cos(phi), math.sin(phi)
     cos_pitch, sin_pitch = math.cos(theta), math.sin(theta)
     cos_yaw, sin_yaw = math.cos(psi), math.sin(psi)
@@ -115,10 +115,10 @@ def euler_rate_matrix(phi, theta) -> np.ndarray:
            [ 0.,  1., -0.],
            [ 0.,  0.,  1.]])
     """
-    return _euler_rates(as_scalar("phi", phi), as_scalar("theta", theta))
+    return euler_rate_matrix_unchecked(as_scalar("phi", phi), as_scalar("theta", theta))
 
 
-def _euler_rates(phi: float, theta: float) -> np.ndarray:
+def euler_rate_matrix_unchecked(phi: float, theta: float) -> np.ndarray:
     c1, s1 = math.cos(phi), math.sin(phi)
     c2 = math.cos(theta)
     if abs(c2) < GIMBAL_LOCK_TOLERANCE:
@@ -162,10 +162,10 @@ def euler_angles_from_matrix(rot) -> np.ndarray:
     array([ 0.1, -0.2,  3. ])
     """
     m = as_array("rot", rot, (3, 3))
-    return _angles_from_entries(m[0, 0], m[1, 0], m[2, 0], m[2, 1], m[2, 2])
+    return angles_from_entries(m[0, 0], m[1, 0], m[2, 0], m[2, 1], m[2, 2])
 
 
-def _angles_from_entries(r00, r10, r20, r21, r22):
+def angles_from_entries(r00, r10, r20, r21, r22):
     """``[phi, theta, psi]`` from the five entries of R that fix them (scalars or arrays)."""
     theta = np.arctan2(-r20, np.hypot(r00, r10))
     return np.stack([np.arctan2(r21, r22), theta, np.arctan2(r10, r00)], axis=-1)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ._checks import as_array, as_positive
 from .inertia import check_inertia, parallel_axis
-from .kinematics import _cross, point_acceleration, skew
+from .kinematics import cross3, point_acceleration, skew
 
 
 def shift_velocity(nu, offset) -> np.ndarray:
@@ -121,9 +121,9 @@ class RigidBody:
 
     def _coriolis_forces(self, nu: np.ndarray) -> np.ndarray:
         v, w = nu[:3], nu[3:]
-        a = self.mass * (v + _cross(w, self.r_g))
-        b = self.mass * _cross(self.r_g, v) + self.inertia_o @ w
-        return np.concatenate([_cross(w, a), _cross(v, a) + _cross(w, b)])
+        a = self.mass * (v + cross3(w, self.r_g))
+        b = self.mass * cross3(self.r_g, v) + self.inertia_o @ w
+        return np.concatenate([cross3(w, a), cross3(v, a) + cross3(w, b)])
 
     def kinetic_energy(self, nu) -> float:
         """Kinetic energy ``T = nu^T M_RB nu / 2`` in J (Problem 1c)."""

@@ -25,8 +25,13 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ._checks import as_array, as_positive
-from .euler_parameters import _g_body, _rotation_ep, euler_angles_of_quaternions, from_euler_angles
-from .kinematics import GimbalLockError, _euler_rates, _rotation
+from .euler_parameters import (
+    euler_angles_of_quaternions,
+    from_euler_angles,
+    g_matrix_body_unchecked,
+    rotation_matrix_ep_unchecked,
+)
+from .kinematics import GimbalLockError, euler_rate_matrix_unchecked, rotation_matrix_unchecked
 from .rigid_body import RigidBody
 
 ATTITUDES = ("euler_angles", "euler_parameters")
@@ -239,8 +244,8 @@ def simulate(body: RigidBody, tau, t_end, x0=None, *, attitude: str = "euler_ang
             phi, theta, psi = x[9:12]
             return np.concatenate([
                 mass_inverse @ (f - coriolis(nu)),
-                _rotation(phi, theta, psi) @ nu[:3],
-                _euler_rates(phi, theta) @ nu[3:],
+                rotation_matrix_unchecked(phi, theta, psi) @ nu[:3],
+                euler_rate_matrix_unchecked(phi, theta) @ nu[3:],
                 [nu @ f],
             ])
 
@@ -254,8 +259,8 @@ def simulate(body: RigidBody, tau, t_end, x0=None, *, attitude: str = "euler_ang
             qq = q @ q
             return np.concatenate([
                 mass_inverse @ (f - coriolis(nu)),
-                _rotation_ep(q / np.sqrt(qq)) @ nu[:3],
-                _g_body(q).T @ nu[3:] / 4.0 + gain * (1.0 - qq) * q,
+                rotation_matrix_ep_unchecked(q / np.sqrt(qq)) @ nu[:3],
+                g_matrix_body_unchecked(q).T @ nu[3:] / 4.0 + gain * (1.0 - qq) * q,
                 [nu @ f],
             ])
 

@@ -267,14 +267,14 @@ def test_svg_styles_that_load_or_run_are_removed_and_fragment_paints_kept():
     nh3's ``filter_style_properties`` is not used for this: a property it allows keeps
     ``expression(`` in its value, it does not see paints in attributes (``fill="url(...)"``), and it
     rewrites every honest style (``fill: #ff0000`` becomes ``fill:#ff0000``)."""
-    from rbtutor.grading.allowlist import _clean
+    from rbtutor.grading.allowlist import clean_fragment
 
     hostile = ['style="width: expression(alert(1))"', 'style="fill: u\\72l(https://evil.example/x)"',
                'fill="url(https://evil.example/x)"', 'style="background:url(https://evil.example/b)"',
                'style="fill: url(data:image/png;base64,AAAA)"']
     svg = ('<svg xmlns="http://www.w3.org/2000/svg">' + "".join(f"<rect {a}/>" for a in hostile)
            + '<rect fill="url(#g)" style="fill: url(#g); stroke: #000"/></svg>')
-    cleaned = _clean(svg, "svg")
+    cleaned = clean_fragment(svg, "svg")
     assert cleaned.count("<rect></rect>") == len(hostile), cleaned
     assert '<rect fill="url(#g)" style="fill: url(#g); stroke: #000"></rect>' in cleaned
     assert not re.search(r"expression|evil|\\\\|data:", cleaned), cleaned
@@ -288,16 +288,16 @@ def test_images_keep_their_alt_text_and_an_image_without_a_source_goes():
     text, and no option drops an element whose attribute was filtered out."""
     import xml.etree.ElementTree as ET
 
-    from rbtutor.grading.allowlist import _clean
+    from rbtutor.grading.allowlist import clean_fragment
 
     png = f"data:image/png;base64,{PNG_1PX}"
-    page = _clean(f'<p><img src="{png}" alt="a plot"><img src="{png}"><img src=x onerror="{PWN}" alt="gone">'
+    page = clean_fragment(f'<p><img src="{png}" alt="a plot"><img src="{png}"><img src=x onerror="{PWN}" alt="gone">'
                   '<img></p>', "page")
     soup = BeautifulSoup(page, "html.parser")
     assert [img.get("alt") for img in soup.find_all("img")] == ["a plot", ""], page
     assert "gone" not in page
     assert "onerror" not in page
-    svg = _clean('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
+    svg = clean_fragment('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
                  '<text>a&nbsp;b</text><use xlink:href="#p"/></svg>', "svg")
     root = ET.fromstring(svg)  # parses as XML: no HTML-only entity, no unbound prefix
     assert root.find("{http://www.w3.org/2000/svg}text").text == "a\u00a0b"

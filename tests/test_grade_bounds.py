@@ -74,12 +74,12 @@ def test_a_stuck_submission_is_not_graded_and_the_next_one_is(monkeypatch, tmp_p
         return "3/3 autograded", None
 
     monkeypatch.setattr(grade, "_grade_submission", stuck_then_fine)
-    _, student, summary, seconds, problem = grade._autograde_one((str(tmp_path), "problem01", "stuck"), seconds=0.3)
+    _, student, summary, seconds, problem = grade.autograde_one((str(tmp_path), "problem01", "stuck"), seconds=0.3)
     assert (student, summary) == ("stuck", "NOT GRADED")
     assert "SubmissionTimeout" in problem
     assert "longer than 0.3 s" in problem
     assert seconds < 30
-    assert grade._autograde_one((str(tmp_path), "problem01", "fine"), seconds=0.3)[2:5:2] == ("3/3 autograded", None)
+    assert grade.autograde_one((str(tmp_path), "problem01", "fine"), seconds=0.3)[2:5:2] == ("3/3 autograded", None)
 
 
 def _dies_for_some(job):
@@ -180,12 +180,12 @@ def test_a_stuck_submission_on_a_dask_worker_is_not_graded(monkeypatch, tmp_path
 
     monkeypatch.setattr(grade, "_grade_submission", stuck_then_fine)
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
-        stuck = client.submit(grade._autograde_one, (str(tmp_path), "problem01", "stuck"), 0.5, pure=False)
+        stuck = client.submit(grade.autograde_one, (str(tmp_path), "problem01", "stuck"), 0.5, pure=False)
         _, student, summary, _seconds, problem = stuck.result(timeout=60)
         assert (student, summary) == ("stuck", "NOT GRADED")
         assert "SubmissionTimeout" in problem, problem
         assert "longer than 0.5 s" in problem, problem
-        fine = client.submit(grade._autograde_one, (str(tmp_path), "problem01", "fine"), 0.5, pure=False)
+        fine = client.submit(grade.autograde_one, (str(tmp_path), "problem01", "fine"), 0.5, pure=False)
         assert fine.result(timeout=60)[2:5:2] == ("3/3 autograded", None)
 
 

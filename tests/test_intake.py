@@ -22,7 +22,7 @@ import pytest
 from rbtutor.grading import intake
 from rbtutor.grading.intake import FLOOD_FACTOR, Intake, Limits, collect, cut_text, source_copy, take_in
 from rbtutor.grading.intake.copies import _squeeze
-from rbtutor.grading.intake.files import _Walker
+from rbtutor.grading.intake.files import Walker
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE03 = ROOT / "exercises" / "problem03" / "problem03.ipynb"
@@ -787,13 +787,13 @@ def test_recollect_replaces_only_after_the_new_copy_is_complete(tmp_path, monkey
     assert (final / "old_only.txt").exists()
 
     exchange_entry(inbound, "alice", AT[4], files={"problem03.ipynb": "second = 1"})
-    real_run = _Walker.run
+    real_run = Walker.run
 
     def fail_midway(self, src_fd, dest_fd):
         real_run(self, src_fd, dest_fd)
         raise OSError("disk full")
 
-    monkeypatch.setattr(_Walker, "run", fail_midway)
+    monkeypatch.setattr(Walker, "run", fail_midway)
     with pytest.raises(OSError, match="disk full"):
         collect(inbound, submitted, "problem03")
     assert (final / "old_only.txt").read_text() == "old"  # the old copy is untouched
@@ -801,7 +801,7 @@ def test_recollect_replaces_only_after_the_new_copy_is_complete(tmp_path, monkey
     assert sorted(p.name for p in (submitted / "alice").iterdir()) == [".problem03.receipt.json", "problem03"]
     assert intake.read_receipt(submitted, "alice", "problem03")["received"] == AT[1]
 
-    monkeypatch.setattr(_Walker, "run", real_run)
+    monkeypatch.setattr(Walker, "run", real_run)
     results = dict(collect(inbound, submitted, "problem03"))
     assert results["alice"].events == []
     assert not (final / "old_only.txt").exists()

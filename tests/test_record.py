@@ -533,9 +533,9 @@ def test_an_exception_of_one_submission_never_ends_the_run(small_course, monkeyp
 
 def test_a_refused_id_never_reaches_nbgrader(small_course):
     from rbtutor.course import CourseLayout
-    from rbtutor.course.grade import _autograde_one
+    from rbtutor.course.grade import autograde_one
 
-    _assignment, _student, summary, _, problem = _autograde_one((str(small_course), NAME, "[A-Z]*"))
+    _assignment, _student, summary, _, problem = autograde_one((str(small_course), NAME, "[A-Z]*"))
     assert summary == "NOT GRADED"
     assert "expected a student id" in problem
     assert not CourseLayout(small_course).autograded().exists()

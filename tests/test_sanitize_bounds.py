@@ -107,8 +107,8 @@ def test_honest_html_is_cleaned_exactly_as_before(parsed):
     formula = mathml.math_to_mathml(r"$$\frac{a_1 + \sqrt{b^2}}{\sum_{i=1}^n x_i^2} \cdot " * 8 + "$$")
     for fragment, kind in ((table, "notebook"), (lists, "page"), (svg, "svg"), (sloppy, "notebook"),
                            (formula, "page")):
-        assert allowlist._shape_problem(fragment) is None, fragment[:60]
-        assert allowlist._clean(fragment, kind) == allowlist._clean(fragment, kind, checked=True)
+        assert allowlist.shape_problem(fragment) is None, fragment[:60]
+        assert allowlist.clean_fragment(fragment, kind) == allowlist.clean_fragment(fragment, kind, checked=True)
     # each went to nh3, twice: read first, then as it was
     assert sum(f in (table, lists, svg, sloppy, formula) for f in parsed) == 10
 
@@ -122,7 +122,7 @@ def test_honest_html_is_cleaned_exactly_as_before(parsed):
     "<ul><li>" * 300,
 ], ids=["quote", "end-in-value", "svg-breakout", "table-scope", "implied", "lists"])
 def test_tricks_that_hide_depth_from_a_simple_reader_are_caught(fragment):
-    assert allowlist._shape_problem(fragment) is not None
+    assert allowlist.shape_problem(fragment) is not None
 
 
 _PIECES = ["<div>", "</div>", "<b>", "</b>", "<i id=1>", "</i>", "<a>", "</a>", "<p>", "</p>", "<li>", "<ul>",
@@ -141,7 +141,7 @@ def test_what_passes_the_reading_is_no_deeper_than_the_limit_when_parsed(pieces)
     fragment = "".join(pieces)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(allowlist, "MAX_HTML_DEPTH", 12)
-        passed = allowlist._shape_problem(fragment) is None
+        passed = allowlist.shape_problem(fragment) is None
     if passed:
         assert deepest(_EVERY_TAG.clean(fragment)) <= 12
 
@@ -152,18 +152,18 @@ def test_what_passes_the_reading_is_no_deeper_than_the_limit_when_parsed(pieces)
 def test_a_paragraph_of_many_marks_is_shown_literally():
     """Runs of '[' or '*' cost markdown-it more than linear time (80,000 '[' took seconds)."""
     text = "[" * (mathml.MAX_INLINE_MARKS + 1) + " and *not emphasis*"
-    html_, removed = mathml._markdown_html(text, "notebook")
+    html_, removed = mathml.markdown_html(text, "notebook")
     assert "<em>" not in html_
     assert "[[[[" in html_
     assert "*not emphasis*" in html_
     assert removed == [f"1 paragraph(s) with more than {mathml.MAX_INLINE_MARKS} marks (shown literally)"]
-    assert "<em>" in mathml._markdown_html("[" * 10 + " and *emphasis*", "notebook")[0]
+    assert "<em>" in mathml.markdown_html("[" * 10 + " and *emphasis*", "notebook")[0]
 
 
 def test_a_reference_used_thousands_of_times_is_not_rendered():
     """A link definition is copied into every use: 85 kB of markdown once rendered as 100 MB."""
     text = "[a]: http://example.org/" + "y" * 5_000 + "\n\n" + "[a] " * 300
-    html_, removed = mathml._markdown_html(text, "notebook")
+    html_, removed = mathml.markdown_html(text, "notebook")
     assert len(html_) < 2 * len(text)  # rendered, it would be 1.5 MB
     assert removed == [f"markdown that renders to more than {allowlist.MAX_HTML_CHARS} characters (shown as text)"]
 

@@ -19,9 +19,9 @@ def test_importing_it_fills_the_caches_of_a_first_notebook():
 import sys
 import rbtutor.course.warm_worker
 from nbformat import validator
-from rbtutor.grading.judge import _read_published
+from rbtutor.grading.judge import read_published
 print("IPython.paths" in sys.modules, "pygments.lexers.python" in sys.modules,
-      sorted(k[-1] for k in validator.validators) == [False, True], _read_published.cache_info().currsize)
+      sorted(k[-1] for k in validator.validators) == [False, True], read_published.cache_info().currsize)
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True", "True", "1"]
@@ -33,7 +33,7 @@ def test_a_failing_step_is_skipped_not_raised(monkeypatch):
         raise RuntimeError("no feedback today")
 
     monkeypatch.setattr(warm_worker, "render_feedback", broken)
-    monkeypatch.setattr(warm_worker, "_read_published", broken)
+    monkeypatch.setattr(warm_worker, "read_published", broken)
     warm_worker.warm()  # returns
 
 

@@ -2,7 +2,7 @@
 
 Step of the pipeline: the instructor's loop (:mod:`rbtutor.course.grade`), with the local
 process pool replaced by the workers of a Dask scheduler (``python -m rbtutor.course grade
---scheduler tcp://host:8786``). Each task is :func:`rbtutor.course.grade._autograde_one`
+--scheduler tcp://host:8786``). Each task is :func:`rbtutor.course.grade.autograde_one`
 unchanged: the worker takes the submission in, runs it in its own sandbox, judges it with the
 same judge, records the scores in the gradebook and writes the feedback pages. The client
 then exports ``grades.csv`` and writes the integrity report, as locally.
@@ -22,7 +22,7 @@ What a worker needs (checked before anything is written, see :func:`check_worker
 
 Nothing is lost. A worker that dies while grading a submission (a killed process, a lost
 machine) has its task rescheduled by the scheduler on another worker; since
-``_autograde_one`` re-grades with ``force=True`` from the submission, the grade is the same.
+``autograde_one`` re-grades with ``force=True`` from the submission, the grade is the same.
 A task whose workers died :data:`ALLOWED_FAILURES` + 1 times, or that raised on every one of
 its :data:`RETRIES` + 1 tries, is listed at the end with its reason (exit status 1); so is a
 submission whose student id is refused (it is never sent to a worker). What one submission
@@ -276,7 +276,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
     from distributed.scheduler import KilledWorker
 
     # deferred: it brings in nbgrader (about 3 s to import), needed only here
-    from .grade import _autograde_one, finish_run, progress_line, start_run
+    from .grade import autograde_one, finish_run, progress_line, start_run
 
     try:
         grader, work, failures = start_run(layout)
@@ -288,7 +288,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
     print(f"grading {len(work)} submissions on {len(facts)} worker(s) on {', '.join(hosts)} "
           f"(scheduler {client.scheduler.address})", flush=True)
     start = time.perf_counter()
-    futures = {client.submit(_autograde_one, job, key=task_key(job[1], job[2]), pure=False, retries=RETRIES): job
+    futures = {client.submit(autograde_one, job, key=task_key(job[1], job[2]), pure=False, retries=RETRIES): job
                for job in work}
     for k, future in enumerate(as_completed(futures, loop=client.loop), 1):
         _, assignment, student = futures[future]

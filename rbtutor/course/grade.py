@@ -223,7 +223,7 @@ class SubmissionTimeout(Exception):
     """One submission's grading went past its time bound (:data:`SUBMISSION_SECONDS`)."""
 
 
-def _autograde_one(job: tuple[str, str, str], seconds: float = SUBMISSION_SECONDS
+def autograde_one(job: tuple[str, str, str], seconds: float = SUBMISSION_SECONDS
                    ) -> tuple[str, str, str, float, str | None]:
     """Take in, autograde and make feedback for one submission; runs in a worker process.
 
@@ -583,7 +583,7 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
         start = time.perf_counter()
         zygote_ready()
         if jobs == 1:
-            results = map(_autograde_one, work)
+            results = map(autograde_one, work)
         else:
             pool = worker_pool(jobs)
             results = _pool_results(pool, work)
@@ -606,7 +606,7 @@ def _pool_results(pool, work, task=None, new_pool=None):
     worker again is its own failure, and the others are graded.
     """
 
-    task = task or _autograde_one
+    task = task or autograde_one
     new_pool = new_pool or worker_pool
     futures = [pool.submit(task, job) for job in work]
     for job, future in zip(work, futures, strict=True):

@@ -31,7 +31,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from ..grading.feedback import render_feedback
-from ..grading.judge import _read_published
+from ..grading.judge import read_published
 from ..problems import PUBLISHED_KEY
 
 
@@ -46,7 +46,7 @@ def warm() -> None:
     """Fill the caches a grading worker fills on its first notebook."""
     steps = (lambda: nbformat.validate(new_notebook()),  # as nbformat.read does
              lambda: nbformat.validate(new_notebook(), relax_add_props=True),  # as nbconvert's exporter does
-             lambda: _read_published(str(PUBLISHED_KEY)),
+             lambda: read_published(str(PUBLISHED_KEY)),
              lambda: render_feedback(_sample_notebook(), {}, title="warm-up"))
     for step in steps:
         with contextlib.suppress(Exception):  # an optimisation only: see the module's docstring

@@ -21,7 +21,7 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
-from .mathml import _source, prerender_math
+from .mathml import cell_source, prerender_math
 
 __all__ = ["GRADER_NOTE", "DropGraderNotes", "DueDateNote", "GraderNotes", "due_date_note", "grader_note",
            "is_grader_note", "solution_text"]
@@ -54,7 +54,7 @@ def grader_note(cell, grade_id: str, language: str = "python"):
     model answer and the rubric): sanitised HTML with MathML in an inline-styled frame, marked
     ``metadata.rbtutor.grader_note`` so that feedback pages leave it out."""
 
-    html_source = _note_html(_source(cell), cell.get("cell_type"), grade_id, language)
+    html_source = _note_html(cell_source(cell), cell.get("cell_type"), grade_id, language)
     return new_markdown_cell(html_source, metadata={"rbtutor": {GRADER_NOTE: True}})
 
 
@@ -101,12 +101,12 @@ class GraderNotes(NbGraderPreprocessor):
         path = Path(self.source_directory) / str(info.get("assignment")) / f"{info.get('notebook')}.ipynb"
         if not path.is_file():
             return nb, resources
-        source = {_nbgrader(c).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells
-                  if _nbgrader(c).get("grade_id")}
+        source = {nbgrader_metadata(c).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells
+                  if nbgrader_metadata(c).get("grade_id")}
         cells = []
         for cell in nb.cells:
             cells.append(cell)
-            meta = _nbgrader(cell)
+            meta = nbgrader_metadata(cell)
             original = source.get(meta.get("grade_id"))
             if meta.get("grade") and meta.get("solution") and original is not None:
                 cells.append(grader_note(original, meta["grade_id"]))
@@ -173,6 +173,9 @@ class DropGraderNotes(NbGraderPreprocessor):
         return nb, resources
 
 
-def _nbgrader(cell) -> dict:
+def nbgrader_metadata(cell) -> dict:
     meta = cell.get("metadata", {}).get("nbgrader")
     return meta if isinstance(meta, dict) else {}
+
+# Old names, kept only until rbtutor/grading/feedback.py imports the public ones (issue 34); then remove.
+_nbgrader = nbgrader_metadata

@@ -301,7 +301,7 @@ def _as_numbers(submitted, expected_shape: tuple) -> np.ndarray | Verdict:
 
 
 @functools.lru_cache(maxsize=4)
-def _read_published(path: str) -> dict:
+def read_published(path: str) -> dict:
     return read_yaml(Path(path).read_text(encoding="utf-8")) or {}
 
 
@@ -444,7 +444,7 @@ def judge(answer_id: str, submitted, *, key=None, published=None, data=None,
     if key is None:
         key = _reference_key() if data is None else answer_key(data)
     if published is None:
-        published = _read_published(str(published_path or PUBLISHED_KEY))
+        published = read_published(str(published_path or PUBLISHED_KEY))
     if answer_id not in key:
         raise KeyError(f"unknown answer id {answer_id!r}; expected one of the ids of answer_key()")
     answer = key[answer_id]

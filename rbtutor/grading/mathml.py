@@ -4,7 +4,7 @@
   and ``\\begin{equation|align}...`` in markdown text to MathML (``latex2mathml``),
   leaving code spans and code blocks alone; what does not convert is shown as TeX in a
   ``<code>`` element. Every formula is cleaned by :mod:`.allowlist`.
-- ``_markdown_html`` renders a markdown text with its math converted and cleans the result;
+- ``markdown_html`` renders a markdown text with its math converted and cleans the result;
   :mod:`.sanitize`, :mod:`.feedback` and :mod:`.grader_notes` all render markdown through it.
   It remembers its renderings (:class:`Remembered`): an assignment's own cells recur in every
   student's notebook and feedback page.
@@ -18,7 +18,7 @@ every place that uses it (85 kB of markdown rendered as 100 MB): a text longer t
 :data:`MAX_MARKDOWN_CHARS` is shown as text, a paragraph with more than
 :data:`MAX_INLINE_MARKS` marks is shown literally, and a rendering whose tokens would write more
 than :data:`~.allowlist.MAX_HTML_CHARS` characters is not written. Each such cut is named in
-what ``_markdown_html`` reports as removed.
+what ``markdown_html`` reports as removed.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from functools import lru_cache, update_wrapper
 import latex2mathml.converter
 from markdown_it import MarkdownIt
 
-from .allowlist import MAX_HTML_CHARS, _as_text, _clean, _inventory, _shape_problem
+from .allowlist import MAX_HTML_CHARS, as_text, clean_fragment, inventory, shape_problem
 from .config import GRADING
 
 __all__ = ["math_to_mathml", "prerender_math"]
@@ -60,7 +60,7 @@ def _tex_to_mathml(tex: str, display: bool) -> str:
         mathml = latex2mathml.converter.convert(body, display="block" if display else "inline")
         if re.search(r"<mi>\\[A-Za-z]", mathml):  # a command latex2mathml did not know
             raise ValueError("unknown command")
-        cleaned = _clean(mathml, "page")
+        cleaned = clean_fragment(mathml, "page")
         if not cleaned.startswith("<math"):
             raise ValueError("no math element")
         return cleaned
@@ -327,7 +327,7 @@ def _characters(result) -> int:
     return len(result) if isinstance(result, str) else sum(map(_characters, result))
 
 
-def _markdown_html(source: str, kind: str, *, demote: int = 0) -> tuple[str, list[str]]:
+def markdown_html(source: str, kind: str, *, demote: int = 0) -> tuple[str, list[str]]:
     """Markdown rendered, math converted, sanitised; and what active content was removed."""
     rendered, removed = _rendered_markdown(source, kind, demote)
     return rendered, list(removed)
@@ -337,13 +337,13 @@ def _markdown_html(source: str, kind: str, *, demote: int = 0) -> tuple[str, lis
 def _rendered_markdown(source: str, kind: str, demote: int) -> tuple[str, tuple[str, ...]]:
     if len(source) > MAX_MARKDOWN_CHARS:
         problem = f"markdown longer than {MAX_MARKDOWN_CHARS} characters"
-        return _as_text(source, problem), (f"{problem} (shown as text)",)
+        return as_text(source, problem), (f"{problem} (shown as text)",)
     masked, formulas = _scan_math(source)
     env: dict = {}
     tokens = _MARKDOWN.parse(masked, env)
     if _written_size(tokens) > MAX_HTML_CHARS:  # links to one long reference, copied at each use
         problem = f"markdown that renders to more than {MAX_HTML_CHARS} characters"
-        return _as_text(source, problem), (f"{problem} (shown as text)",)
+        return as_text(source, problem), (f"{problem} (shown as text)",)
     if demote:
         for token in tokens:
             if token.type in ("heading_open", "heading_close"):
@@ -356,22 +356,22 @@ def _rendered_markdown(source: str, kind: str, demote: int) -> tuple[str, tuple[
         rendered = _LITERAL_RE.sub(lambda m: html.escape(literals[int(m.group(1))], quote=False)
                                    if int(m.group(1)) < len(literals) else m.group(0), rendered)
     # The formulas are MathML already cleaned and read one by one: the shape read here is the rest.
-    problem = _shape_problem(rendered)
+    problem = shape_problem(rendered)
     if problem is not None:
-        return _as_text(source, problem), (*cuts, f"{problem} (shown as text)")
+        return as_text(source, problem), (*cuts, f"{problem} (shown as text)")
     rendered = _PLACEHOLDER_RE.sub(lambda m: _formula(formulas, m), rendered)
-    return _clean(rendered, kind, checked=True), (*cuts, *_inventory(rendered, checked=True))
+    return clean_fragment(rendered, kind, checked=True), (*cuts, *inventory(rendered, checked=True))
 
 
 _WRAPPER = '<div class="rbtutor-sanitised tex2jax_ignore">{}</div>'
 
 
-def _one_line(fragment: str) -> str:
+def one_line(fragment: str) -> str:
     """HTML that a markdown renderer passes through as one raw block (no line to split on)."""
     return _WRAPPER.format(fragment.replace("\r", "&#13;").replace("\n", "&#10;"))
 
 
-def _source(cell) -> str:
+def cell_source(cell) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
 
@@ -404,11 +404,15 @@ def prerender_math(nb) -> int:
             if isinstance(data, dict) and "text/latex" in data and "text/html" not in data:
                 latex = data["text/latex"]
                 latex = "".join(latex) if isinstance(latex, list) else str(latex)
-                data["text/html"] = _WRAPPER.format(_markdown_html(latex, "notebook")[0])
-        source = _source(cell)
+                data["text/html"] = _WRAPPER.format(markdown_html(latex, "notebook")[0])
+        source = cell_source(cell)
         if cell.get("cell_type") != "markdown" or source.startswith(_WRAPPER.split("{}")[0]):
             continue
-        cleaned, _ = _markdown_html(source, "notebook")
-        cell["source"] = _one_line(cleaned)
+        cleaned, _ = markdown_html(source, "notebook")
+        cell["source"] = one_line(cleaned)
         count += 1
     return count
+
+# Old names, kept only until rbtutor/grading/feedback.py imports the public ones (issue 34); then remove.
+_markdown_html = markdown_html
+_source = cell_source

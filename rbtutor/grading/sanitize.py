@@ -42,9 +42,9 @@ import time
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from .allowlist import _SVG_TAGS, _clean_and_inventory
+from .allowlist import SVG_TAGS, clean_and_inventory
 from .config import GRADING
-from .mathml import _markdown_html, _one_line, _source, prerender_math
+from .mathml import cell_source, markdown_html, one_line, prerender_math
 from .report import Events
 
 __all__ = ["MAX_STORED_BYTES", "SAFE_MIME_TYPES", "SANITIZE_TIME_LIMIT", "SanitizeError", "SanitizeNotebook",
@@ -123,14 +123,14 @@ def _sanitize_output(output) -> tuple[list[str], list[str]]:
         value = data[mime]
         text = "".join(value) if isinstance(value, list) else str(value)
         if kind == "markdown":
-            cleaned, found = _markdown_html(text, "notebook")
-            data[mime] = _one_line(cleaned)
+            cleaned, found = markdown_html(text, "notebook")
+            data[mime] = one_line(cleaned)
         else:
-            data[mime], found = _clean_and_inventory(text, "svg" if kind == "svg" else "notebook",
-                                                     _SVG_TAGS if kind == "svg" else frozenset())
+            data[mime], found = clean_and_inventory(text, "svg" if kind == "svg" else "notebook",
+                                                     SVG_TAGS if kind == "svg" else frozenset())
         removed += [f"{what} in {mime}" for what in found]
     for mime in ("image/png", "image/jpeg", "image/gif"):
-        if mime in data and not _is_base64(data[mime]):
+        if mime in data and not is_base64(data[mime]):
             del data[mime]
             dropped.append(f"{mime} (not base64)")
     if dropped and not data:
@@ -138,7 +138,7 @@ def _sanitize_output(output) -> tuple[list[str], list[str]]:
     return dropped, removed
 
 
-def _is_base64(value) -> bool:
+def is_base64(value) -> bool:
     text = "".join(value) if isinstance(value, list) else value
     if not isinstance(text, str):
         return False
@@ -195,14 +195,14 @@ def sanitize_notebook(nb) -> list[dict]:
             strip_c1(cell)
         kind = cell.get("cell_type")
         if kind in ("markdown", "raw"):
-            source = _source(cell)
+            source = cell_source(cell)
             if not _NEEDS_REWRITE.search(source):
                 continue
             if kind == "markdown":
-                cleaned, removed = _markdown_html(source, "notebook")
-                cell["source"] = _one_line(cleaned)
+                cleaned, removed = markdown_html(source, "notebook")
+                cell["source"] = one_line(cleaned)
             else:
-                cell["source"], removed = _clean_and_inventory(source, "notebook")
+                cell["source"], removed = clean_and_inventory(source, "notebook")
             if removed:
                 events.append(_event(f"cell {index}: removed from a {kind} cell: {', '.join(removed)}",
                                      index, cell, removed))
@@ -401,3 +401,6 @@ def bound_stored_size(nb, max_bytes: int | None = None) -> list[dict]:
         event.update(kind="stored_size_cut", bytes=sizes[index])
         events.append(event)
     return events
+
+# Old names, kept only until rbtutor/grading/feedback.py imports the public ones (issue 34); then remove.
+_is_base64 = is_base64

@@ -33,13 +33,13 @@ from scipy.integrate import solve_ivp
 
 from .._checks import as_array, as_scalar
 from ..euler_parameters import (
-    _g_body,
-    _rotation_ep,
     from_euler_angles,
     from_rotation_matrix,
     g_matrix_body,
+    g_matrix_body_unchecked,
     g_matrix_global,
     rotation_matrix_ep,
+    rotation_matrix_ep_unchecked,
     tait_bryan_xyz,
     to_euler_angles,
 )
@@ -130,7 +130,7 @@ def roundoff(value, unit: str, bound: float) -> Answer:
     return Answer(value, unit, "roundoff", bound=bound)
 
 
-def _merge(base: dict, override: dict, where: str = "") -> dict:
+def merge_data(base: dict, override: dict, where: str = "") -> dict:
     merged = copy.deepcopy(base)
     for key, value in override.items():
         if key not in base:
@@ -138,7 +138,7 @@ def _merge(base: dict, override: dict, where: str = "") -> dict:
         if isinstance(base[key], dict):
             if not isinstance(value, dict):
                 raise ValueError(f"expected a mapping for {where}{key}, got {value!r}")
-            merged[key] = _merge(base[key], value, f"{where}{key}.")
+            merged[key] = merge_data(base[key], value, f"{where}{key}.")
         else:
             merged[key] = value
     return merged
@@ -166,7 +166,7 @@ def load_data(path=None) -> dict:
         variant = read_yaml(Path(path).read_text()) or {}
         if not isinstance(variant, dict):
             raise ValueError(f"expected a mapping at the top of {path}, got {type(variant).__name__}")
-        data = _merge(data, variant)
+        data = merge_data(data, variant)
     return data
 
 
@@ -517,7 +517,7 @@ def _fixed_step_norm_drift(theta0, omega_body, step: float, t_end: float, method
         raise ValueError(f"expected t_end to be a whole number of steps, got t_end {t_end} and step {step}")
 
     def rate(q):
-        return _g_body(q).T @ w / 4.0
+        return g_matrix_body_unchecked(q).T @ w / 4.0
 
     q = as_array("theta0", theta0, (4,)).copy()
     for _ in range(n):
@@ -548,10 +548,10 @@ def _tumble_with_parameters(data: dict):
     inertia = box_inertia(mod["mass"], mod["dimensions"]).diagonal()
 
     def rhs(t, y):
-        return np.concatenate([euler_rates(inertia, y[:3]), _g_body(y[3:]).T @ y[:3] / 4.0])
+        return np.concatenate([euler_rates(inertia, y[:3]), g_matrix_body_unchecked(y[3:]).T @ y[:3] / 4.0])
 
     def pitch_rate_zero(t, y):  # d/dt of R[2, 0] = (R S(omega_b))[2, 0]; rising through zero at a minimum
-        rot = _rotation_ep(y[3:] / np.linalg.norm(y[3:]))
+        rot = rotation_matrix_ep_unchecked(y[3:] / np.linalg.norm(y[3:]))
         return rot[2, 1] * y[2] - rot[2, 2] * y[1]
 
     pitch_rate_zero.direction = 1.0

@@ -93,7 +93,7 @@ import yaml
 from ..euler_parameters import from_euler_angles, g_matrix_body
 from ..inertia import box_inertia, check_inertia, inertia_from_gyration, parallel_axis
 from ..torque_free import integrate_spin
-from . import REFERENCE_DATA, _merge, answer_key, load_data, read_yaml
+from . import REFERENCE_DATA, answer_key, load_data, merge_data, read_yaml
 
 #: the section of a course data file that switches variants on (not problem data)
 SETTINGS_KEY = "variants"
@@ -167,7 +167,7 @@ def load_course_data(path=None) -> dict:
     if not isinstance(raw, dict):
         raise ValueError(f"expected a mapping at the top of {path}, got {type(raw).__name__}")
     section = raw.pop(SETTINGS_KEY, None)
-    data = _merge(read_yaml(REFERENCE_DATA.read_text()), raw)
+    data = merge_data(read_yaml(REFERENCE_DATA.read_text()), raw)
     if section is not None:
         data[SETTINGS_KEY] = section
         settings(data)

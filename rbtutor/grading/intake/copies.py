@@ -1,6 +1,6 @@
 """Step: intake, source copies. A submitted notebook that is the instructor's source, or holds its solutions, is named.
 
-The notebook step (:mod:`.notebooks`) asks :class:`_Submitted` whether a rebuilt
+The notebook step (:mod:`.notebooks`) asks :class:`Submitted` whether a rebuilt
 notebook copies one of the assignment's source notebooks; :func:`source_copy`
 answers the same question for one pair of notebooks.
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from .limits import _show
+from .limits import show_name
 
 #: a strong match: this many lines and characters, or PROSE_CHARS characters in any number of lines
 STRONG_LINES, STRONG_CHARS, PROSE_CHARS = 3, 120, 240
@@ -88,11 +88,11 @@ def source_copy(nb: dict, source_nb: dict) -> dict | None:
         lines were found, else ``{"cells": [{"grade_id", "cell", "lines", "chars"}, ...]}``
         for the matching solution texts, when they make a copy by the rule.
     """
-    found = _Submitted(nb).copy_of({"source": solution_texts(source_nb)})
+    found = Submitted(nb).copy_of({"source": solution_texts(source_nb)})
     return found[1] if found else None
 
 
-class _Submitted:
+class Submitted:
     """A submitted notebook prepared once for comparison with any number of sources."""
 
     def __init__(self, nb: dict):
@@ -135,11 +135,11 @@ class _Submitted:
         return None
 
 
-def _copy_message(path: str, source: str | None, found: dict) -> str:
+def copy_message(path: str, source: str | None, found: dict) -> str:
     if "markers" in found:
         first = found["markers"][0]
-        return (f"{_show(path)} contains the instructor's marker line '### {first['marker']}' (cell "
+        return (f"{show_name(path)} contains the instructor's marker line '### {first['marker']}' (cell "
                 f"{first['cell']}), which only a source notebook has; it was not taken.")
     ids = ", ".join(m["grade_id"] for m in found["cells"])
-    return (f"{_show(path)} contains the instructor's solution to {_show(source)} verbatim ({ids}); "
+    return (f"{show_name(path)} contains the instructor's solution to {show_name(source)} verbatim ({ids}); "
             "it was not taken.")

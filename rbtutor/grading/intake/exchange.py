@@ -22,9 +22,9 @@ from pathlib import Path
 
 from ..report import event
 from ..student_ids import id_problem
-from .files import _DIR_FLAGS, FLOOD_FACTOR, _is_link, _make_dest, _Walker
-from .limits import TIMESTAMP_FILE, Intake, Limits, _show, name_problem
-from .times import MISMATCH_SECONDS, _keep_claim, _write_receipt, format_time, parse_time, read_receipt, receipt_path
+from .files import DIR_FLAGS, FLOOD_FACTOR, Walker, is_link, make_dest
+from .limits import TIMESTAMP_FILE, Intake, Limits, name_problem, show_name
+from .times import MISMATCH_SECONDS, format_time, keep_claim, parse_time, read_receipt, receipt_path, write_receipt
 
 
 def parse_entry(name: str, assignment: str, limits: Limits = Limits()):
@@ -153,8 +153,8 @@ def _list_inbound(inbound_fd: int, inbound: Path, assignment: str, limits: Limit
             reason = (f"names a student id that {why}" if why else
                       "is not named student+assignment+timestamp[+random] with a time from 1970 on")
             bad.setdefault(student, []).append(event(
-                "bad_name", f"The exchange entry {_show(entry.name)} {reason}; it was not collected.",
-                path=_show(entry.name)))
+                "bad_name", f"The exchange entry {show_name(entry.name)} {reason}; it was not collected.",
+                path=show_name(entry.name)))
     return candidates, bad
 
 
@@ -188,7 +188,7 @@ def _foreign_owners(exchange: _Exchange, name: str, uid: int) -> list[tuple[str,
     walker's listing is (``FLOOD_FACTOR * max_files`` entries, ``max_depth`` folders deep).
     """
     try:
-        top_fd = os.open(name, _DIR_FLAGS, dir_fd=exchange.inbound_fd)
+        top_fd = os.open(name, DIR_FLAGS, dir_fd=exchange.inbound_fd)
     except OSError:
         return []  # a link or not a folder: refused by name when it is the newest, holds nothing
     foreign: list[tuple[str, int]] = []
@@ -215,7 +215,7 @@ def _foreign_owners(exchange: _Exchange, name: str, uid: int) -> list[tuple[str,
                             foreign.append((rel, st.st_uid))
                         if stat.S_ISDIR(st.st_mode) and depth < exchange.limits.max_depth:
                             with contextlib.suppress(OSError):
-                                folders.append((os.open(entry.name, _DIR_FLAGS, dir_fd=fd), rel, depth + 1))
+                                folders.append((os.open(entry.name, DIR_FLAGS, dir_fd=fd), rel, depth + 1))
             finally:
                 if fd != top_fd:
                     os.close(fd)
@@ -243,11 +243,11 @@ def _account_name(uid: int) -> str:
 
 
 def _open_entry(exchange: _Exchange, name: str, refused: list[dict]) -> int | None:
-    shown = _show(name)
+    shown = show_name(name)
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=exchange.inbound_fd)
+        return os.open(name, DIR_FLAGS, dir_fd=exchange.inbound_fd)
     except OSError as exc:
-        if _is_link(exc, name, exchange.inbound_fd):
+        if is_link(exc, name, exchange.inbound_fd):
             refused.append(event("link_refused", f"The exchange entry {shown} is a symbolic link; "
                                  "it was not collected.", path=name))
         elif exc.errno == errno.ENOTDIR:
@@ -262,10 +262,10 @@ def _open_entry(exchange: _Exchange, name: str, refused: list[dict]) -> int | No
 def _wrong_owner(name: str, student: str, foreign: list[tuple[str, int]]) -> dict:
     owners = sorted({_account_name(uid) for _, uid in foreign})
     paths = [path for path, _ in foreign[:5]]
-    what = "the folder" if paths == ["."] else f"{len(foreign)} of its entries ({', '.join(map(_show, paths))})"
-    return event("wrong_owner", f"The exchange entry {_show(name)} names {_show(student)}, but {what} "
-                 f"belong(s) to {', '.join(map(_show, owners))}; it was not collected.",
-                 path=_show(name), owner=owners, paths=paths)
+    what = "the folder" if paths == ["."] else f"{len(foreign)} of its entries ({', '.join(map(show_name, paths))})"
+    return event("wrong_owner", f"The exchange entry {show_name(name)} names {show_name(student)}, but {what} "
+                 f"belong(s) to {', '.join(map(show_name, owners))}; it was not collected.",
+                 path=show_name(name), owner=owners, paths=paths)
 
 
 def _take_entry(exchange: _Exchange, student: str, uid: int | None, name: str, named_time: dt.datetime,
@@ -286,10 +286,10 @@ def _take_entry(exchange: _Exchange, student: str, uid: int | None, name: str, n
         temp = student_dir / f".{exchange.assignment}.intake-{uuid.uuid4().hex}"
         try:
             result = Intake()
-            walker = _Walker(exchange.limits, exchange.sources, result)
+            walker = Walker(exchange.limits, exchange.sources, result)
             walker.owner_uid = uid
             walker.seen(top, ".")
-            dest_fd = _make_dest(temp)
+            dest_fd = make_dest(temp)
             try:
                 walker.run(entry_fd, dest_fd)
             finally:
@@ -299,12 +299,12 @@ def _take_entry(exchange: _Exchange, student: str, uid: int | None, name: str, n
                 refused.append(_wrong_owner(name, student, walker.foreign))
                 shutil.rmtree(temp)
                 return None
-            claim = _keep_claim(temp, result, name)
+            claim = keep_claim(temp, result, name)
             appeared = max(named_time, dt.datetime.fromtimestamp(walker.newest_ctime, dt.UTC))
             receipt = _receipt(exchange, student, name, appeared, _digest(temp, result.taken), claim, result)
             result.timestamp = receipt["received"]
             result.claimed = format_time(claim) if claim else None
-            _write_receipt(receipt_path(exchange.submitted, student, exchange.assignment), receipt)
+            write_receipt(receipt_path(exchange.submitted, student, exchange.assignment), receipt)
             _replace(temp, student_dir / exchange.assignment)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
@@ -329,21 +329,21 @@ def _receipt(exchange: _Exchange, student: str, name: str, appeared: dt.datetime
     try:
         old = read_receipt(exchange.submitted, student, exchange.assignment)
     except ValueError as exc:
-        result.events.append(event("bad_timestamp", f"The grader's receipt of {_show(student)}'s earlier "
+        result.events.append(event("bad_timestamp", f"The grader's receipt of {show_name(student)}'s earlier "
                                    f"collection could not be read ({exc}); a new one was written.",
-                                   path=_show(name)))
+                                   path=show_name(name)))
         old = None
     received = format_time(appeared)
     if old and old["entry"] == name:
         if old["digest"] == digest:
             received = old["received"]
         else:
-            result.events.append(event("entry_changed", f"The exchange entry {_show(name)} changed after it was "
+            result.events.append(event("entry_changed", f"The exchange entry {show_name(name)} changed after it was "
                                        f"first collected (then received {old['received']}); its time is now "
-                                       f"{received}.", path=_show(name), before=old["received"], after=received))
+                                       f"{received}.", path=show_name(name), before=old["received"], after=received))
     claimed = format_time(claim) if claim else None
     if claim is not None and abs((claim - parse_time(received)).total_seconds()) > MISMATCH_SECONDS:
-        result.events.append(event("timestamp_mismatch", f"{TIMESTAMP_FILE} of {_show(name)} claims {claimed}, "
+        result.events.append(event("timestamp_mismatch", f"{TIMESTAMP_FILE} of {show_name(name)} claims {claimed}, "
                                    f"but the entry appeared at {received}; lateness is counted from {received}.",
                                    path=TIMESTAMP_FILE, claimed=claimed, received=received))
     first_seen = old["first_seen"] if old and old["entry"] == name and old["digest"] == digest else None

@@ -32,14 +32,14 @@ from pathlib import Path
 from ..config import GRADING
 from ..report import event
 from .copies import solution_texts
-from .limits import TIMESTAMP_FILE, Intake, Limits, MiB, _join, _show, name_problem
-from .notebooks import _NotebookStep
+from .limits import TIMESTAMP_FILE, Intake, Limits, MiB, join_relative, name_problem, show_name
+from .notebooks import NotebookStep
 
 #: the listing stops after this many entries per allowed file (``FLOOD_FACTOR * max_files``)
 FLOOD_FACTOR = GRADING.intake_flood_factor
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -89,17 +89,17 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     """
     result = Intake()
     try:
-        src_fd = os.open(source, _DIR_FLAGS)
+        src_fd = os.open(source, DIR_FLAGS)
     except OSError as exc:
-        if _is_link(exc, source):
-            result.events.append(event("link_refused", f"The submission folder {_show(Path(source).name)} "
+        if is_link(exc, source):
+            result.events.append(event("link_refused", f"The submission folder {show_name(Path(source).name)} "
                                        "is a symbolic link; nothing was taken.", path="."))
             return result
         raise ValueError(f"expected a submission folder at {source}, got {exc.strerror}") from exc
     try:
-        dest_fd = _make_dest(Path(dest))
+        dest_fd = make_dest(Path(dest))
         try:
-            _Walker(limits, sources or {}, result).run(src_fd, dest_fd)
+            Walker(limits, sources or {}, result).run(src_fd, dest_fd)
         finally:
             os.close(dest_fd)
     finally:
@@ -107,7 +107,7 @@ def take_in(source: Path, dest: Path, *, sources: dict[str, dict] | None = None,
     return result
 
 
-def _is_link(exc: OSError, name, dir_fd: int | None = None) -> bool:
+def is_link(exc: OSError, name, dir_fd: int | None = None) -> bool:
     """Whether opening ``name`` as a folder failed because it is a symbolic link.
 
     With ``O_DIRECTORY | O_NOFOLLOW``, Linux reports a link as ``ENOTDIR`` (or
@@ -121,12 +121,12 @@ def _is_link(exc: OSError, name, dir_fd: int | None = None) -> bool:
         return exc.errno == errno.ELOOP
 
 
-def _make_dest(dest: Path) -> int:
+def make_dest(dest: Path) -> int:
     """Create (or accept an empty) ``dest`` with mode 0o700 and return its descriptor."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(dest, 0o700)
     try:
-        fd = os.open(dest, _DIR_FLAGS)
+        fd = os.open(dest, DIR_FLAGS)
     except OSError as exc:
         raise ValueError(f"expected dest {dest} to be a new or empty folder, got {exc.strerror}") from exc
     try:
@@ -148,7 +148,7 @@ def _exists(fd: int, name: str) -> bool:
     return True
 
 
-class _Walker(_NotebookStep):
+class Walker(NotebookStep):
     """One walk over one submission: the bounded listing, the checks and the copies."""
 
     def __init__(self, limits: Limits, sources: dict, result: Intake):
@@ -216,15 +216,15 @@ class _Walker(_NotebookStep):
         expected = () if depth else (*(f"{name}.ipynb" for name in self.solutions), TIMESTAMP_FILE,
                                      "submission_secret.txt")
         for name, st in self.listing(fd, expected):
-            path = _join(rel, name)
+            path = join_relative(rel, name)
             if st is not None:
-                self.seen(st, _show(path))
+                self.seen(st, show_name(path))
             problem = name_problem(name, self.limits)
             if problem:
-                self.note("bad_name", f"The name {_show(path)} {problem}; it was not taken.", path=_show(path))
+                self.note("bad_name", f"The name {show_name(path)} {problem}; it was not taken.", path=show_name(path))
                 continue
             if st is None:
-                self.note("changed_while_read", f"{_show(path)} vanished (or could not be examined) while "
+                self.note("changed_while_read", f"{show_name(path)} vanished (or could not be examined) while "
                           "the submission was read; it was not taken.", path=path)
                 continue
             if not self.acceptable_type(st, path):
@@ -236,9 +236,9 @@ class _Walker(_NotebookStep):
         for name, st in folders:
             if self.flood:
                 return
-            path = _join(rel, name)
+            path = join_relative(rel, name)
             if depth + 1 > self.limits.max_depth:
-                self.note("too_deep", f"The folder {_show(path)} is nested deeper than "
+                self.note("too_deep", f"The folder {show_name(path)} is nested deeper than "
                           f"{self.limits.max_depth} levels; it was not read.", path=path,
                           max_depth=self.limits.max_depth)
                 continue
@@ -249,25 +249,25 @@ class _Walker(_NotebookStep):
         mode = st.st_mode
         when = " when it was opened" if opened else ""
         if stat.S_ISLNK(mode):
-            self.note("link_refused", f"{_show(path)} is a symbolic link{when}; it was not taken.", path=path)
+            self.note("link_refused", f"{show_name(path)} is a symbolic link{when}; it was not taken.", path=path)
             return False
         if stat.S_ISDIR(mode):
             return True
         if not stat.S_ISREG(mode):
             what = {stat.S_IFIFO: "a fifo", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
                     stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
-            self.note("special_file_refused", f"{_show(path)} is {what}{when}; it was not taken.", path=path,
+            self.note("special_file_refused", f"{show_name(path)} is {what}{when}; it was not taken.", path=path,
                       type=what.split(" ", 1)[1])
             return False
         if st.st_nlink != 1:
-            self.note("hard_link_refused", f"{_show(path)} has {st.st_nlink} names (a hard link){when}; "
+            self.note("hard_link_refused", f"{show_name(path)} has {st.st_nlink} names (a hard link){when}; "
                       "it was not taken.", path=path, links=st.st_nlink)
             return False
         return True
 
     def descend(self, fd: int, dest_fd: int, name: str, path: str, st: os.stat_result, depth: int) -> None:
         try:
-            sub_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            sub_fd = os.open(name, DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
             self.refuse_open(exc, path, name, fd)
             return
@@ -275,11 +275,11 @@ class _Walker(_NotebookStep):
             now = os.fstat(sub_fd)
             self.seen(now, path)
             if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                self.note("changed_while_read", f"The folder {_show(path)} was replaced while the submission "
+                self.note("changed_while_read", f"The folder {show_name(path)} was replaced while the submission "
                           "was read; it was not taken.", path=path)
                 return
             os.mkdir(name, 0o755, dir_fd=dest_fd)
-            sub_dest = os.open(name, _DIR_FLAGS, dir_fd=dest_fd)
+            sub_dest = os.open(name, DIR_FLAGS, dir_fd=dest_fd)
             try:
                 self.walk(sub_fd, sub_dest, path, depth)
             finally:
@@ -288,14 +288,14 @@ class _Walker(_NotebookStep):
             os.close(sub_fd)
 
     def refuse_open(self, exc: OSError, path: str, name: str | None = None, fd: int | None = None) -> None:
-        if exc.errno == errno.ELOOP or (name is not None and _is_link(exc, name, fd)):
-            self.note("link_refused", f"{_show(path)} is a symbolic link when it was opened; it was not taken.",
+        if exc.errno == errno.ELOOP or (name is not None and is_link(exc, name, fd)):
+            self.note("link_refused", f"{show_name(path)} is a symbolic link when it was opened; it was not taken.",
                       path=path)
         elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            self.note("changed_while_read", f"{_show(path)} vanished or changed type while the submission "
+            self.note("changed_while_read", f"{show_name(path)} vanished or changed type while the submission "
                       "was read; it was not taken.", path=path)
         else:
-            self.note("file_unreadable", f"{_show(path)} could not be opened ({exc.strerror}); it was not taken.",
+            self.note("file_unreadable", f"{show_name(path)} could not be opened ({exc.strerror}); it was not taken.",
                       path=path)
 
     # -- files
@@ -306,12 +306,12 @@ class _Walker(_NotebookStep):
 
     def too_large(self, path: str, size: int | None, cap: int, *, total: bool = False) -> None:
         if total:
-            message = (f"{_show(path)} would bring the submission above {self.limits.max_total_bytes} bytes; "
+            message = (f"{show_name(path)} would bring the submission above {self.limits.max_total_bytes} bytes; "
                        "it was not taken.")
         elif size is None:
-            message = f"{_show(path)} is larger than {cap} bytes; it was not taken."
+            message = f"{show_name(path)} is larger than {cap} bytes; it was not taken."
         else:
-            message = f"{_show(path)} has {size} bytes, more than the cap of {cap}; it was not taken."
+            message = f"{show_name(path)} has {size} bytes, more than the cap of {cap}; it was not taken."
         self.note("too_large", message, path=path, bytes=size, cap=self.limits.max_total_bytes if total else cap)
 
     def take_file(self, fd: int, dest_fd: int, name: str, path: str, st: os.stat_result) -> None:
@@ -343,7 +343,7 @@ class _Walker(_NotebookStep):
     def read(self, fd: int, name: str, path: str, st: os.stat_result, cap: int) -> bytes | None:
         """At most ``cap`` bytes of a regular single-link file, or None (with an event)."""
         try:
-            file_fd = os.open(name, _FILE_FLAGS, dir_fd=fd)
+            file_fd = os.open(name, FILE_FLAGS, dir_fd=fd)
         except OSError as exc:
             self.refuse_open(exc, path)
             return None
@@ -352,11 +352,11 @@ class _Walker(_NotebookStep):
             self.seen(now, path)
             if not self.acceptable_type(now, path, opened=True) or stat.S_ISDIR(now.st_mode):
                 if stat.S_ISDIR(now.st_mode):
-                    self.note("changed_while_read", f"{_show(path)} became a folder while the submission "
+                    self.note("changed_while_read", f"{show_name(path)} became a folder while the submission "
                               "was read; it was not taken.", path=path)
                 return None
             if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                self.note("changed_while_read", f"{_show(path)} was replaced while the submission was read; "
+                self.note("changed_while_read", f"{show_name(path)} was replaced while the submission was read; "
                           "it was not taken.", path=path)
                 return None
             chunks, got = [], 0
@@ -369,7 +369,7 @@ class _Walker(_NotebookStep):
             # a change made while the file was read moves its ctime: the entry's time follows it
             self.newest_ctime = max(self.newest_ctime, os.fstat(file_fd).st_ctime)
         except OSError as exc:
-            self.note("file_unreadable", f"{_show(path)} could not be read ({exc.strerror}); it was not taken.",
+            self.note("file_unreadable", f"{show_name(path)} could not be read ({exc.strerror}); it was not taken.",
                       path=path)
             return None
         finally:

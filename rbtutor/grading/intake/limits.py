@@ -165,11 +165,11 @@ def name_problem(name: str, limits: Limits = Limits()) -> str | None:
     return None
 
 
-def _show(name: str) -> str:
+def show_name(name: str) -> str:
     """A name as it may appear in a message: printable and short."""
     shown = name if name.isprintable() else ascii(name)[1:-1]
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
-def _join(rel: str, name: str) -> str:
+def join_relative(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name

@@ -8,7 +8,7 @@ and the grader stores is capped too: a cell's source, its attachments, its metad
 the notebook's metadata; nbgrader's own entries (a cell's ``nbgrader``, the notebook's
 ``kernelspec`` and ``language_info``) are what is kept when metadata is cut.
 
-The two steps are methods of :class:`_NotebookStep`, which the walker of
+The two steps are methods of :class:`NotebookStep`, which the walker of
 :mod:`.files` inherits: they read its ``limits`` and ``solutions`` and report
 through its ``note``. A notebook holding the instructor's source is refused here,
 by the rule of :mod:`.copies`.
@@ -22,8 +22,8 @@ import uuid
 
 import nbformat
 
-from .copies import _copy_message, _Submitted
-from .limits import _show
+from .copies import Submitted, copy_message
+from .limits import show_name
 
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 #: what nbgrader writes into a cell's ``nbgrader`` metadata (nbgrader 0.9, schema 3)
@@ -37,8 +37,8 @@ def _json_bytes(value) -> int:
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
-class _NotebookStep:
-    """The notebook part of one walk over a submission (mixed into :class:`.files._Walker`)."""
+class NotebookStep:
+    """The notebook part of one walk over a submission (mixed into :class:`.files.Walker`)."""
 
     def notebook(self, data: bytes, path: str) -> bytes | None:
         """The validated, cut and rewritten notebook, or None (with an event) if it is refused."""
@@ -46,19 +46,19 @@ class _NotebookStep:
             raw = json.loads(data)
         except (ValueError, RecursionError) as exc:
             reason = "nested too deeply" if isinstance(exc, RecursionError) else "not valid JSON"
-            self.note("notebook_unreadable", f"{_show(path)} is {reason}; it was not taken.", path=path)
+            self.note("notebook_unreadable", f"{show_name(path)} is {reason}; it was not taken.", path=path)
             return None
         nb, problem = self.rebuild(raw, path)
         if nb is None:
-            self.note("notebook_unreadable", f"{_show(path)} is not an nbformat 4 notebook ({problem}); "
+            self.note("notebook_unreadable", f"{show_name(path)} is not an nbformat 4 notebook ({problem}); "
                       "it was not taken.", path=path)
             return None
-        found = _Submitted(nb).copy_of(self.solutions)
+        found = Submitted(nb).copy_of(self.solutions)
         if found:
             name, evidence = found
             stem = path.rsplit("/", 1)[-1][: -len(".ipynb")]
             name = name if name is not None else (stem if stem in self.solutions else None)
-            self.note("source_copy", _copy_message(path, name, evidence), path=path, source=name, **evidence)
+            self.note("source_copy", copy_message(path, name, evidence), path=path, source=name, **evidence)
             return None
         try:
             text = nbformat.writes(nb, version=4)
@@ -84,7 +84,7 @@ class _NotebookStep:
         lim = self.limits
         meta = self.cap_notebook_metadata(meta, path)
         if len(cells) > lim.max_cells:
-            self.note("too_many_cells", f"{_show(path)} has {len(cells)} cells; only the first {lim.max_cells} "
+            self.note("too_many_cells", f"{show_name(path)} has {len(cells)} cells; only the first {lim.max_cells} "
                       "were kept.", path=path, cells=len(cells), cap=lim.max_cells)
             cells = cells[:lim.max_cells]
         out, ids = [], set()
@@ -125,7 +125,7 @@ class _NotebookStep:
             source = cut_text(source, lim.max_cell_source_bytes)
             grade = cell_meta.get("nbgrader")
             grade_id = grade.get("grade_id") if isinstance(grade, dict) else None
-            self.note("cell_cut", f"Cell {index} of {_show(path)} has a source of {size} bytes; it was cut "
+            self.note("cell_cut", f"Cell {index} of {show_name(path)} has a source of {size} bytes; it was cut "
                       f"to {lim.max_cell_source_bytes}.", path=path, cell=index,
                       grade_id=grade_id if isinstance(grade_id, str) else None, bytes=size,
                       cap=lim.max_cell_source_bytes)
@@ -138,7 +138,7 @@ class _NotebookStep:
             if size <= lim.max_attachment_bytes:
                 new["attachments"] = cell["attachments"]
             else:
-                self.note("attachments_cut", f"Cell {index} of {_show(path)} has attachments of {size} bytes; "
+                self.note("attachments_cut", f"Cell {index} of {show_name(path)} has attachments of {size} bytes; "
                           f"above {lim.max_attachment_bytes} they were dropped.", path=path, cell=index,
                           grade_id=_grade_id(cell_meta), bytes=size, cap=lim.max_attachment_bytes)
         return new, None
@@ -155,10 +155,10 @@ class _NotebookStep:
             kept["nbgrader"] = grade if _json_bytes(grade) <= cap else \
                 {k: grade[k] for k in _NBGRADER_KEYS if k in grade and _json_bytes(grade[k]) <= 256}
         dropped = sorted(set(cell_meta) - set(kept))
-        self.note("metadata_cut", f"Cell {index} of {_show(path)} has metadata of {size} bytes; above {cap} "
+        self.note("metadata_cut", f"Cell {index} of {show_name(path)} has metadata of {size} bytes; above {cap} "
                   f"only its nbgrader entry was kept ({len(dropped)} other entries dropped).", path=path,
                   cell=index, grade_id=_grade_id(cell_meta), bytes=size, cap=cap,
-                  dropped=[_show(str(k)) for k in dropped[:20]])
+                  dropped=[show_name(str(k)) for k in dropped[:20]])
         return kept
 
     def cap_notebook_metadata(self, meta: dict, path: str) -> dict:
@@ -169,9 +169,9 @@ class _NotebookStep:
             return meta
         kept = {k: meta[k] for k in _NOTEBOOK_KEYS if k in meta and _json_bytes(meta[k]) <= cap // 4}
         dropped = sorted(set(meta) - set(kept))
-        self.note("metadata_cut", f"{_show(path)} has notebook metadata of {size} bytes; above {cap} only "
+        self.note("metadata_cut", f"{show_name(path)} has notebook metadata of {size} bytes; above {cap} only "
                   f"{', '.join(kept) or 'none of its entries'} was kept ({len(dropped)} entries dropped).",
-                  path=path, cell=None, bytes=size, cap=cap, dropped=[_show(str(k)) for k in dropped[:20]])
+                  path=path, cell=None, bytes=size, cap=cap, dropped=[show_name(str(k)) for k in dropped[:20]])
         return kept
 
 

@@ -3,7 +3,7 @@
 The time of a submission is the grader's, never the student's: :mod:`.exchange`
 decides it and writes it into a receipt (:func:`receipt_path`,
 :func:`read_receipt`); the ``timestamp.txt`` a student hands in is only read as a
-claim (:func:`_keep_claim`) and compared with it.
+claim (:func:`keep_claim`) and compared with it.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ..config import GRADING
 from ..report import event
-from .files import _DIR_FLAGS, _FILE_FLAGS
-from .limits import TIMESTAMP_BYTES, TIMESTAMP_FILE, Intake, _show
+from .files import DIR_FLAGS, FILE_FLAGS
+from .limits import TIMESTAMP_BYTES, TIMESTAMP_FILE, Intake, show_name
 
 #: the student's claimed time and the time the entry appeared may differ this much unnamed
 MISMATCH_SECONDS = GRADING.intake_timestamp_mismatch
@@ -105,7 +105,7 @@ def read_receipt(submitted: Path, student: str, assignment: str) -> dict | None:
     """
     path = receipt_path(submitted, student, assignment)
     try:
-        fd = os.open(path, _FILE_FLAGS)
+        fd = os.open(path, FILE_FLAGS)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -122,20 +122,20 @@ def read_receipt(submitted: Path, student: str, assignment: str) -> dict | None:
     return receipt
 
 
-def _write_receipt(path: Path, receipt: dict) -> None:
+def write_receipt(path: Path, receipt: dict) -> None:
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".receipt-", suffix=".tmp")
     with os.fdopen(handle, "w") as out:
         json.dump(receipt, out, indent=1)
     os.replace(tmp, path)
 
 
-def _keep_claim(folder: Path, result: Intake, entry: str) -> dt.datetime | None:
+def keep_claim(folder: Path, result: Intake, entry: str) -> dt.datetime | None:
     """The student's claimed time (``timestamp.txt`` of the copy), or None with ``bad_timestamp``.
 
     A claim that is missing, not a regular file, above :data:`TIMESTAMP_BYTES` or not a date
     of :func:`parse_time` is named and removed from the copy; lateness never depends on it.
     """
-    fd = os.open(folder, _DIR_FLAGS)
+    fd = os.open(folder, DIR_FLAGS)
     try:
         problem, when = None, None
         try:
@@ -145,7 +145,7 @@ def _keep_claim(folder: Path, result: Intake, entry: str) -> dt.datetime | None:
         if st is not None and not stat.S_ISREG(st.st_mode):
             problem = "is not a file"
         elif st is not None:
-            file_fd = os.open(TIMESTAMP_FILE, _FILE_FLAGS, dir_fd=fd)
+            file_fd = os.open(TIMESTAMP_FILE, FILE_FLAGS, dir_fd=fd)
             try:
                 data = os.read(file_fd, TIMESTAMP_BYTES + 1)
             finally:
@@ -159,7 +159,7 @@ def _keep_claim(folder: Path, result: Intake, entry: str) -> dt.datetime | None:
                     problem = "is not a date from 1970 on"
         if problem is None:
             return when
-        result.events.append(event("bad_timestamp", f"{TIMESTAMP_FILE} of {_show(entry)} {problem}; it was not "
+        result.events.append(event("bad_timestamp", f"{TIMESTAMP_FILE} of {show_name(entry)} {problem}; it was not "
                                    "kept (lateness is counted from the time the entry appeared).",
                                    path=TIMESTAMP_FILE))
         if st is not None and stat.S_ISDIR(st.st_mode):

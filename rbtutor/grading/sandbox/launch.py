@@ -31,17 +31,17 @@ from .plan import (
     SandboxError,
     SandboxInputs,
     SandboxPlan,
-    _connection,
-    _course_roots,
-    _size,
     check_sandbox,
     connection_argument,
+    course_roots,
     fresh_kernel_argv,
     kernel_connection,
     kernel_connection_path,
     kernel_env,
     kernel_limits,
+    read_connection,
     sandbox_plan,
+    size_from_env,
 )
 from .zygote_client import start_from_zygote
 
@@ -85,13 +85,13 @@ def sandbox_inputs(argv: list[str], work: Path) -> SandboxInputs:
     """Find out what one kernel's sandbox is laid out from (:class:`SandboxInputs`): runs ``bwrap`` once
     to check that it can make its namespaces, reads the connection file, the environment and /proc."""
     bwrap = check_sandbox()
-    connection = _connection(argv[connection_argument(argv)])
+    connection = read_connection(argv[connection_argument(argv)])
     work = work.resolve()
     grader_uid = os.getuid()
     sandbox_uid = SANDBOX_UID_BASE + os.getpid()
     package = Path(__file__).resolve().parents[2]  # rbtutor itself: hidden, wherever it is installed
     checkout = package.parent if (package.parent / "pyproject.toml").is_file() else package
-    secret = [*_course_roots(work), checkout]
+    secret = [*course_roots(work), checkout]
     secret += [Path(p).resolve() for p in os.environ.get("RBTUTOR_SANDBOX_HIDE", "").split(os.pathsep) if p]
     return SandboxInputs(
         argv=list(argv), connection=connection, bwrap=bwrap, grader_uid=grader_uid, sandbox_uid=sandbox_uid,
@@ -219,7 +219,7 @@ def run_kernel(plan: SandboxPlan) -> int:
             box.kill()
 
     files = kernel_files(plan.run, plan.name)
-    tree_limit = _size("RBTUTOR_KERNEL_TREE_MEMORY", DEFAULT_TREE_MEMORY)
+    tree_limit = size_from_env("RBTUTOR_KERNEL_TREE_MEMORY", DEFAULT_TREE_MEMORY)
     group, memory = memory_group(tree_limit)
     status = {"launcher": os.getpid(), "memory": memory, "cgroup": str(group) if group else None,
               "tree_limit": tree_limit if group else None, "notices": []}

@@ -119,7 +119,7 @@ _app.start()
 """
 
 
-def _size(name: str, default: int) -> int:
+def size_from_env(name: str, default: int) -> int:
     text = os.environ.get(name, "").strip()
     if not text:
         return default
@@ -148,13 +148,13 @@ def _under(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _course_roots(work: Path) -> list[Path]:
+def course_roots(work: Path) -> list[Path]:
     roots = [p for p in [work, *work.parents] if (p / "nbgrader_config.py").is_file()][:1]
     roots += [Path(p).resolve() for p in os.environ.get("RBTUTOR_COURSE_ROOT", "").split(os.pathsep) if p]
     return roots
 
 
-def _connection(path: str) -> dict:
+def read_connection(path: str) -> dict:
     try:
         with open(path) as handle:
             info = json.load(handle)
@@ -242,7 +242,7 @@ class SandboxPlan(NamedTuple):
     connection: dict  # the grader's connection information
 
 
-def _python() -> str:
+def kernel_python() -> str:
     """The interpreter of the kernels (and the zygote): this environment's."""
     return str(Path(sys.prefix).resolve() / "bin" / "python")
 
@@ -250,11 +250,11 @@ def _python() -> str:
 def fresh_kernel_argv(plan: SandboxPlan) -> list[str]:
     """The command that runs the kernel confined by ``plan``, started from nothing."""
     limits = [f"--{name}={value}" for name, value in plan.limits.items()]
-    return [*plan.bwrap, "--", *_drop_to(plan.uid), "prlimit", *limits, "--",
-            _python(), "-s", "-c", INNER_SOURCE, *plan.args]
+    return [*plan.bwrap, "--", *drop_to(plan.uid), "prlimit", *limits, "--",
+            kernel_python(), "-s", "-c", INNER_SOURCE, *plan.args]
 
 
-def _drop_to(uid: int | None) -> list[str]:
+def drop_to(uid: int | None) -> list[str]:
     """The command prefix that makes a root sandbox's process the sandbox user, without privileges."""
     if uid is None:
         return []
@@ -270,9 +270,9 @@ def kernel_limits(uid: int) -> dict[str, int]:
     ``RBTUTOR_KERNEL_TREE_MEMORY``, read by the launcher) from the course's ``course.toml`` or the
     defaults (:func:`rbtutor.course.settings.apply_settings`); the launcher inherits them.
     """
-    return {"as": _size("RBTUTOR_KERNEL_MEMORY", DEFAULT_MEMORY),
-            "nproc": _tasks_of(uid) + _size("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC),
-            "fsize": _size("RBTUTOR_KERNEL_FSIZE", DEFAULT_FSIZE), "core": 0}
+    return {"as": size_from_env("RBTUTOR_KERNEL_MEMORY", DEFAULT_MEMORY),
+            "nproc": _tasks_of(uid) + size_from_env("RBTUTOR_KERNEL_NPROC", DEFAULT_NPROC),
+            "fsize": size_from_env("RBTUTOR_KERNEL_FSIZE", DEFAULT_FSIZE), "core": 0}
 
 
 class SandboxInputs(NamedTuple):

@@ -18,7 +18,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .plan import INNER_SOURCE, SandboxError, SandboxPlan, _drop_to, _python, check_sandbox, kernel_env
+from .plan import INNER_SOURCE, SandboxError, SandboxPlan, check_sandbox, drop_to, kernel_env, kernel_python
 
 # The sandbox's placeholder for a kernel started by the zygote: says it is ready (the sandbox is
 # set up), then waits for the kernel's exit status and exits with it (125 if none comes).
@@ -58,7 +58,7 @@ def _launch_zygote() -> tuple[subprocess.Popen, str] | None:
     home = tempfile.mkdtemp(prefix="rbtutor-zygote-")
     atexit.register(shutil.rmtree, home, ignore_errors=True)
     source = (Path(__file__).parent / "zygote.py").read_text()
-    process = subprocess.Popen([_python(), "-s", "-c", source, name],
+    process = subprocess.Popen([kernel_python(), "-s", "-c", source, name],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=home,
                                env={**kernel_env(), "HOME": home}, start_new_session=True)
     atexit.register(_stop_zygote, process)
@@ -184,7 +184,7 @@ def start_from_zygote(value: str, plan: SandboxPlan, stdio: tuple[int, int, int]
         status_in, status_out = os.pipe()
         ready_in, ready_out = os.pipe()
         info_in, info_out = os.pipe()
-        command = [*plan.bwrap, "--info-fd", str(info_out), "--", *_drop_to(plan.uid), "sh", "-c", PLACEHOLDER]
+        command = [*plan.bwrap, "--info-fd", str(info_out), "--", *drop_to(plan.uid), "sh", "-c", PLACEHOLDER]
         box = subprocess.Popen(command, stdin=status_in, stdout=ready_out, stderr=stdio[2], pass_fds=(info_out,))
         for fd in (status_in, ready_out, info_out):
             os.close(fd)
