@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import rbtutor.problems.variants as variants
-from rbtutor.grading import judge as judge_module
 from rbtutor.grading.judge import JudgeAnswers, stored_class_keys, stored_variant, write_class_keys
+from rbtutor.grading.judge import verdicts as judge_module
 from rbtutor.problems.variants import load_course_data, student_key
 
 CLASS = [f"student{k:02d}" for k in range(6)]

@@ -77,11 +77,11 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
-from ..problems import PERIODS, PUBLISHED_KEY, Answer, answer_key, read_yaml
-from ..problems.printed import printed_half_unit, printed_value
-from ..problems.variants import MAX_CLASS, data_digest, load_course_data, per_student, problem_of, student_key, variant
-from .protocol import HAND_IN, handed_in
-from .report import Events, event
+from ...problems import PERIODS, PUBLISHED_KEY, Answer, answer_key, read_yaml
+from ...problems.printed import printed_half_unit, printed_value
+from ...problems.variants import MAX_CLASS, data_digest, load_course_data, per_student, problem_of, student_key, variant
+from ..protocol import HAND_IN, handed_in
+from ..report import Events, event
 
 ERRATA_PAGE = "the errata page of the book (book/errata)"
 

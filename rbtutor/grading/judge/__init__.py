@@ -1,0 +1,37 @@
+"""Step: judge. The grader's decision on each handed-in answer, in three modules.
+
+* :mod:`.verdicts`: the verdict on one answer (pass or fail, feedback, a diagnosis) and its messages;
+* :mod:`.class_keys`: the course's reference data and the store of each student's key;
+* :mod:`.preprocessor`: the nbgrader preprocessor that judges a notebook's answers and records each verdict.
+
+This package re-exports their public names, so ``from rbtutor.grading.judge import judge`` keeps working.
+"""
+
+from .verdicts import (
+    ERRATA_PAGE,
+    GENERIC_MISTAKES,
+    KNOWN_CONSTANTS,
+    MESSAGES,
+    PUBLISHED_KEY,
+    RULES,
+    VARIANTS_FILE,
+    VERDICT_KEY,
+    JudgeAnswers,
+    Verdict,
+    class_keys_folder,
+    course_reference,
+    forget_verdict,
+    judge,
+    not_accepted,
+    read_published,
+    recorded_verdict,
+    stored_class_keys,
+    stored_variant,
+    write_class_keys,
+)
+
+__all__ = [
+    "ERRATA_PAGE", "GENERIC_MISTAKES", "KNOWN_CONSTANTS", "MESSAGES", "PUBLISHED_KEY", "RULES", "VARIANTS_FILE",
+    "VERDICT_KEY", "JudgeAnswers", "Verdict", "class_keys_folder", "course_reference", "forget_verdict", "judge",
+    "not_accepted", "read_published", "recorded_verdict", "stored_class_keys", "stored_variant", "write_class_keys",
+]
