@@ -156,7 +156,7 @@ def test_the_course_and_book_keys_are_worked_out_once_per_process(course_data, t
 
     monkeypatch.setattr(judge_module, "answer_key", counted)
     course = {**course_data, "module": {**course_data["module"], "mass": course_data["module"]["mass"] * 1.1}}
-    right_for_book = judge_module._reference(None)[1]["p8.a.I_x"].value
+    right_for_book = judge_module.cached_reference(None)[1]["p8.a.I_x"].value
     for _notebook in range(5):
         found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", right_for_book, course)
         assert ("fits_reference", "the reference data of the book") in [(e["kind"], e["whose"]) for e in found]

@@ -556,7 +556,8 @@ def _transposed_shape(submitted, reference: np.ndarray, refused: Verdict) -> Ver
 # did in its kernel takes part in the decision; no reference value is written into the notebook.
 
 @lru_cache(maxsize=4)
-def _reference(data_file: str | None):
+def cached_reference(data_file: str | None):
+    """``(data, key)`` of the data file ``data_file`` (None: the book's reference data), read once per process."""
     # the course data file may carry a `variants` section (per-student switch, salt)
 
     data = load_course_data(data_file)
@@ -566,7 +567,7 @@ def _reference(data_file: str | None):
 _PROBLEM_KEYS: dict[tuple[str, int], dict] = {}  # (data digest, problem): that problem's key of those data
 
 
-def _problem_key(data: dict, problem: int) -> dict:
+def problem_key(data: dict, problem: int) -> dict:
     """``answer_key(data, [problem])``, worked out once per process: every failed answer is checked
     against the course's and the book's key, which took a twelfth of a worker's time when each
     check worked them out again."""
@@ -580,10 +581,11 @@ def _problem_key(data: dict, problem: int) -> dict:
 
 def course_reference(data_file: str | Path | None = None):
     """``(data, key)`` of the course: ``data_file`` (a rendered variant) if it exists, else the reference."""
-    return _reference(str(data_file) if data_file and Path(data_file).exists() else None)
+    return cached_reference(str(data_file) if data_file and Path(data_file).exists() else None)
 
 
-def _variants_on(data: dict) -> bool:
+def variants_on(data: dict) -> bool:
+    """Whether the course data give each student their own variant."""
     return per_student(data)
 
 
@@ -824,10 +826,10 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
 
         problem = problem_of(answer_id)
         found = []
-        references = [("the course data", _problem_key(data, problem))]
-        book = _reference(None)
+        references = [("the course data", problem_key(data, problem))]
+        book = cached_reference(None)
         if data != book[0]:
-            references.append(("the reference data of the book", _problem_key(book[0], problem)))
+            references.append(("the reference data of the book", problem_key(book[0], problem)))
         for whose, other in references:
             if answer_id in other and judge(answer_id, submitted, key=other, diagnose=False).passed:
                 found.append(event("fits_reference", f"{answer_id}: the answer is wrong for this student's "
@@ -870,7 +872,7 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
             # a wrong answer that fits someone else's numbers goes to the integrity report
             if (not verdict.passed and getattr(self, "_student", None) is not None
                     and verdict.diagnosis not in ("not_numeric", "not_text", "not_finite", "shape")
-                    and _variants_on(data)):
+                    and variants_on(data)):
                 for found in self._fits_others(answer_id, submitted, data):
                     self._events.append({**found, "cell": cell_index})
             message = f"{answer_id}: {verdict.message}"
