@@ -22,7 +22,8 @@ import pytest
 
 import rbtutor.problems.variants as variants
 from rbtutor.grading.judge import JudgeAnswers, stored_class_keys, stored_variant, write_class_keys
-from rbtutor.grading.judge import verdicts as judge_module
+from rbtutor.grading.judge import class_keys as keys_module
+from rbtutor.grading.judge import preprocessor as preprocessor_module
 from rbtutor.problems.variants import load_course_data, student_key
 
 CLASS = [f"student{k:02d}" for k in range(6)]
@@ -42,8 +43,9 @@ def _counting(monkeypatch):
         calls.append((student_id, None if problems is None else tuple(problems)))
         return real(data, student_id, problems, salt)
 
-    # the judge imports the name, so count it where the judge looks it up
-    monkeypatch.setattr(judge_module, "student_key", counted)
+    # the judge imports the name, so count it where the judge looks it up (its key store and its preprocessor)
+    monkeypatch.setattr(keys_module, "student_key", counted)
+    monkeypatch.setattr(preprocessor_module, "student_key", counted)
     return calls
 
 
@@ -85,7 +87,7 @@ def test_class_keys_are_computed_once_per_run_not_per_notebook(course_data, tmp_
     calls.clear()
     # a worker process that has never seen the class: nothing cached in memory
     variants._cached_key.cache_clear()
-    judge_module._stored_keys.cache_clear()
+    keys_module._stored_keys.cache_clear()
     wrong = student_key(course_data, "student03", [8])["p8.a.I_x"].value  # student03's number
     for notebook in range(5):  # five notebooks of student00, each with the same wrong answer
         found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", wrong, course_data)
@@ -97,12 +99,12 @@ def test_a_worker_keeps_the_decoded_keys_not_the_files_they_came_from(course_dat
     """Every worker keeps each problem's stored keys of the whole class; the files' JSON kept as
     well held twice as much again (45.5 MB against 15.2 MB for 273 students)."""
     write_class_keys(tmp_path / "keys", course_data, CLASS)
-    judge_module._stored_keys.cache_clear()
-    judge_module._stored_json.cache_clear()
+    keys_module._stored_keys.cache_clear()
+    keys_module._stored_json.cache_clear()
     for problem in (1, 8, 11):
         assert sorted(stored_class_keys(tmp_path / "keys", course_data, problem)) == CLASS
-    assert judge_module._stored_keys.cache_info().currsize == 3
-    assert judge_module._stored_json.cache_info().currsize == 0  # no key file's JSON left in memory
+    assert keys_module._stored_keys.cache_info().currsize == 3
+    assert keys_module._stored_json.cache_info().currsize == 0  # no key file's JSON left in memory
 
 
 def test_the_stored_data_are_the_students_own(course_data, tmp_path):
@@ -127,7 +129,7 @@ def test_with_a_store_a_notebook_derives_neither_own_key_nor_own_data(course_dat
     derived = []
     monkeypatch.setattr(restore_module, "variant", lambda data, student: derived.append(student))
     judge = _judge_for("student02", tmp_path / "keys")
-    monkeypatch.setattr(judge_module, "course_reference", lambda _: (course_data, None))
+    monkeypatch.setattr(preprocessor_module, "course_reference", lambda _: (course_data, None))
     for answer_id in ("p1.a.I_O", "p8.a.I_x", "p11.d.position_P"):
         _, key = judge._key_for(answer_id)
         own = variants.student_key(course_data, "student02", [variants.problem_of(answer_id)])
@@ -146,17 +148,17 @@ def test_the_course_and_book_keys_are_worked_out_once_per_process(course_data, t
     """A failed answer is also checked against the course's and the book's key: each problem's key
     of each is worked out once, not per failed answer."""
     write_class_keys(tmp_path / "keys", course_data, CLASS)
-    judge_module._PROBLEM_KEYS.clear()
+    keys_module._PROBLEM_KEYS.clear()
     calls = []
-    real = judge_module.answer_key
+    real = keys_module.answer_key
 
     def counted(data, problems=None):
         calls.append(tuple(problems or ()))
         return real(data, problems)
 
-    monkeypatch.setattr(judge_module, "answer_key", counted)
+    monkeypatch.setattr(keys_module, "answer_key", counted)
     course = {**course_data, "module": {**course_data["module"], "mass": course_data["module"]["mass"] * 1.1}}
-    right_for_book = judge_module.cached_reference(None)[1]["p8.a.I_x"].value
+    right_for_book = keys_module.cached_reference(None)[1]["p8.a.I_x"].value
     for _notebook in range(5):
         found = _judge_for("student00", tmp_path / "keys")._fits_others("p8.a.I_x", right_for_book, course)
         assert ("fits_reference", "the reference data of the book") in [(e["kind"], e["whose"]) for e in found]
@@ -193,7 +195,7 @@ def test_a_classmate_missing_from_the_store_is_still_checked(course_data, tmp_pa
 def test_a_broken_store_fails_loudly(course_data, tmp_path):
     folder = write_class_keys(tmp_path / "keys", course_data, CLASS[:2])
     (folder / "p8.json").write_text('{"student01": {"p8.a.I_x": {"value": {"code": "x"}}}}')
-    judge_module._stored_keys.cache_clear()
+    keys_module._stored_keys.cache_clear()
     with pytest.raises((ValueError, KeyError)):
         stored_class_keys(tmp_path / "keys", course_data, 8)
 

@@ -7,6 +7,15 @@
 This package re-exports their public names, so ``from rbtutor.grading.judge import judge`` keeps working.
 """
 
+from .class_keys import (
+    VARIANTS_FILE,
+    class_keys_folder,
+    course_reference,
+    stored_class_keys,
+    stored_variant,
+    write_class_keys,
+)
+from .preprocessor import JudgeAnswers, forget_verdict, recorded_verdict
 from .verdicts import (
     ERRATA_PAGE,
     GENERIC_MISTAKES,
@@ -14,20 +23,11 @@ from .verdicts import (
     MESSAGES,
     PUBLISHED_KEY,
     RULES,
-    VARIANTS_FILE,
     VERDICT_KEY,
-    JudgeAnswers,
     Verdict,
-    class_keys_folder,
-    course_reference,
-    forget_verdict,
     judge,
     not_accepted,
     read_published,
-    recorded_verdict,
-    stored_class_keys,
-    stored_variant,
-    write_class_keys,
 )
 
 __all__ = [
