@@ -140,7 +140,7 @@ def test_a_message_that_does_not_decode_is_the_kernels_fault(tmp_path, content, 
 def test_a_bug_of_the_grader_is_not_the_students_fault(tmp_path, monkeypatch):
     """An exception of the grader's own code while a cell runs is raised (the submission is then NOT
     GRADED, with the traceback in nbgrader's log), never turned into message_malformed."""
-    from rbtutor.grading import execute
+    from rbtutor.grading.execute import preprocessor as execute
 
     def broken(output):
         raise KeyError("a bug in the grader")

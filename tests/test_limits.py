@@ -475,7 +475,7 @@ def test_a_grader_bug_leaves_the_submission_not_graded(tmp_path, monkeypatch, ca
     from rbtutor.course import api
     from rbtutor.course.grade import grade
     from rbtutor.course.layout import CourseLayout
-    from rbtutor.grading import execute
+    from rbtutor.grading.execute import preprocessor as execute
 
     course = tmp_path / "course"
     course.mkdir()

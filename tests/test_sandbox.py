@@ -633,7 +633,7 @@ def test_how_the_kernel_ended_is_reported(course):
     """A kernel killed by a signal is reported as killed by it, wherever it was started from."""
     from jupyter_client import KernelManager
 
-    from rbtutor.grading.execute import _death_reason
+    from rbtutor.grading.execute.preprocessor import _death_reason
 
     _, work = course
     km = KernelManager(kernel_name=sandbox.KERNEL_NAME, config=kernel_config())

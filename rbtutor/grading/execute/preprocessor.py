@@ -20,233 +20,28 @@ keeps its first value (``display_update_ignored``).
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import os
-import re
-import secrets
-import shutil
 import signal
-import stat
 import sys
-import tempfile
-from contextlib import contextmanager, suppress
-from functools import partial
 from pathlib import Path
-from queue import Empty
 from time import monotonic
 
-import numpy as np
 import zmq
 import zmq.asyncio
-from jupyter_client.asynchronous import AsyncKernelClient
-from jupyter_client.channels import AsyncZMQSocketChannel
-from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Enum, Float, Integer, Type, Unicode, default
+from traitlets import Enum, Float, Integer, Unicode
 
-from .config import GRADING
-from .outputs import cut, note, output_size, size_of, text_of
-from .protocol import ANSWER_MIME
-from .report import Events, event, grading_meta
-from .sandbox import OUTPUT_KEEP, kernel_record, memory_kills, remove_group
-
-#: What jupyter_client's decoding of one kernel message raises for bytes the kernel made up (bad
-#: signature, bad JSON, nesting deeper than the parser's recursion, missing frames, bad UTF-8). Caught
-#: around that decoding only: anywhere else such an exception is a bug of the grader's.
-DECODING_ERRORS = (ValueError, TypeError, KeyError, IndexError, UnicodeError, RecursionError)
-#: Deepest nesting of a message's content and metadata the grader takes.
-MAX_MESSAGE_DEPTH = GRADING.execute_max_message_depth
-
-
-class MalformedMessage(Exception):
-    """The kernel sent a message the grader cannot decode, or whose fields have the wrong types.
-
-    The kernel's fault (``message_malformed``): the notebook ends there, as with a dead kernel, and
-    the parts judged before it keep their points. Any other exception while grading is the grader's
-    own and leaves the submission NOT GRADED.
-    """
-
-
-def _depth(value, limit: int) -> int:
-    """Nesting depth of ``value`` (lists and dicts), counted without recursion up to ``limit`` + 1."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
-            if deepest > limit:
-                return deepest
-            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-
-
-def _nested_deeper(frame: bytes, limit: int) -> bool:
-    """Whether the JSON text ``frame`` nests lists and objects deeper than ``limit``, found without parsing
-    it (the parser's own recursion error is not relied on): strings are blanked out, then the running
-    count of opening minus closing brackets is taken, a few MiB at a time."""
-    if frame.count(b"[") + frame.count(b"{") <= limit:
-        return False
-
-    steps = _BRACKET_STEP[np.frombuffer(_JSON_STRING.sub(b"", frame), np.uint8)]
-    depth = 0
-    for start in range(0, len(steps), 1 << 22):
-        running = np.cumsum(steps[start:start + (1 << 22)], dtype=np.int64) + depth
-        if running.max() > limit:
-            return True
-        depth = int(running[-1])
-    return False
-
-
-def _bracket_steps():
-    steps = np.zeros(256, np.int8)
-    steps[list(b"[{")] = 1
-    steps[list(b"]}")] = -1
-    return steps
-
-
-_BRACKET_STEP = _bracket_steps()
-
-
-def _text(value) -> bool:
-    return isinstance(value, str)
-
-
-def _texts(value) -> bool:
-    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-
-
-def _bundle(value) -> bool:
-    """A MIME bundle: text (or lines of text) per type; JSON types may hold any JSON."""
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and (_texts(v) or k.endswith("json")) for k, v in value.items())
-
-
-def _mapping(value) -> bool:
-    return isinstance(value, dict)
-
-
-def _count(value) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool))
-
-
-#: The content fields nbclient and nbformat read, per message type: (field, check, required).
-CONTENT_FIELDS = {
-    "stream": [("name", _text, True), ("text", _text, True)],
-    "error": [("ename", _text, True), ("evalue", _text, True), ("traceback", _texts, True)],
-    "display_data": [("data", _bundle, True), ("metadata", _mapping, False)],
-    "update_display_data": [("data", _bundle, True), ("metadata", _mapping, False)],
-    "execute_result": [("data", _bundle, True), ("metadata", _mapping, False)],
-    "status": [("execution_state", _text, True)],
-    "clear_output": [("wait", lambda v: isinstance(v, bool), False)],
-    "execute_reply": [("status", _text, True), ("ename", _text, False), ("evalue", _text, False),
-                      ("traceback", _texts, False)],
-    "kernel_info_reply": [("language_info", _mapping, False)],
-    "comm_open": [("comm_id", _text, True), ("data", _mapping, False)],
-    "comm_msg": [("comm_id", _text, True), ("data", _mapping, False)],
-    "comm_close": [("comm_id", _text, True)],
-}
-
-
-def check_message(msg) -> dict:
-    """``msg`` if its frame and the fields the grader reads have the expected types; else
-    :class:`MalformedMessage` saying which field is wrong."""
-    def wrong(what: str, value) -> MalformedMessage:
-        shown = cut(repr(value), 80)
-        return MalformedMessage(f"expected {what}, got {shown}")
-
-    if not isinstance(msg, dict):
-        raise wrong("a message (a mapping)", msg)
-    for part in ("header", "parent_header", "metadata", "content"):
-        if not isinstance(msg.get(part), dict):
-            raise wrong(f"a mapping as the message's {part}", msg.get(part))
-    kind = msg["header"].get("msg_type")
-    if not isinstance(kind, str) or not isinstance(msg["header"].get("msg_id"), str) or msg.get("msg_type") != kind:
-        raise wrong("a header with a msg_type and a msg_id (text)", msg["header"])
-    if not isinstance(msg["parent_header"].get("msg_id", ""), str):
-        raise wrong("a text msg_id in the parent header", msg["parent_header"].get("msg_id"))
-    for part in ("content", "metadata"):
-        if _depth(msg[part], MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
-            raise MalformedMessage(f"expected a {part} nested at most {MAX_MESSAGE_DEPTH} deep, got deeper")
-    content = msg["content"]
-    for field, valid, required in CONTENT_FIELDS.get(kind, []):
-        if (field in content and not valid(content[field])) or (required and field not in content):
-            raise wrong(f"a valid {field!r} in a {kind} message", content.get(field, "(missing)"))
-    transient = content.get("transient")
-    if transient is not None and not (isinstance(transient, dict) and _text(transient.get("display_id", ""))):
-        raise wrong("a transient mapping with a text display_id", transient)
-    if "execution_count" in content and not _count(content["execution_count"]):
-        raise wrong("an integer execution_count", content["execution_count"])
-    return msg
-
-
-class CheckedChannel(AsyncZMQSocketChannel):
-    """jupyter_client's asynchronous channel, whose messages are decoded and checked at the boundary:
-    anything the kernel made up that does not decode, or decodes into the wrong types, is
-    :class:`MalformedMessage`, before nbclient or the grader reads a field of it."""
-
-    async def _recv(self, **kwargs) -> dict:
-        frames = await self.socket.recv_multipart(**kwargs)
-        try:
-            _, message = self.session.feed_identities(frames)
-            if any(_nested_deeper(frame, MAX_MESSAGE_DEPTH) for frame in message[1:5]):
-                raise MalformedMessage(f"it is nested more than {MAX_MESSAGE_DEPTH} deep")
-            decoded = self.session.deserialize(message)
-        except DECODING_ERRORS as exc:
-            raise MalformedMessage(f"it does not decode ({type(exc).__name__}: {cut(str(exc), 200)})") from None
-        return check_message(decoded)
-
-
-@contextmanager
-def throwaway_folder(prefix: str, copy_from: str | None = None):
-    """A new private folder (mode 0700) removed afterwards, whatever was made inside it.
-
-    With ``copy_from``: its regular files and folders are copied in first, never following
-    a link (links and special files are left out).
-    """
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    try:
-        if copy_from:
-            _copy_regular(Path(copy_from), folder)
-        yield folder
-    finally:
-        remove_tree(folder)
-
-
-def _copy_regular(source: Path, target: Path, depth: int = 0) -> None:
-    if depth > 8:
-        return
-    with os.scandir(source) as entries:
-        for entry in entries:
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                (target / entry.name).mkdir(mode=0o755)
-                _copy_regular(Path(entry.path), target / entry.name, depth + 1)
-            elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_nlink == 1:
-                shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)
-
-
-def remove_tree(folder: Path) -> None:
-    """Remove ``folder`` and everything in it without following links, even folders made unwritable."""
-
-    def retry(function, path, _exc):
-        try:
-            parent = os.path.dirname(path)
-            os.chmod(parent, stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-            function(path)
-        except OSError:
-            pass
-
-    shutil.rmtree(folder, onerror=retry)
+from ..config import GRADING
+from ..outputs import cut, note, output_size, size_of, text_of
+from ..protocol import ANSWER_MIME
+from ..report import Events, event, grading_meta
+from ..sandbox import OUTPUT_KEEP, kernel_record, memory_kills, remove_group
+from .folders import throwaway_folder
+from .kernel import SEED_KEY_FILE, PromptClient, PromptKernelManager, kernel_seed, seed_key
+from .messages import MalformedMessage
 
 
 def _not_run(message: str):
@@ -256,98 +51,6 @@ def _not_run(message: str):
 # --------------------------------------------------------------------------- execution
 
 
-RECONNECT_SECONDS = 0.005  # a socket's wait before it tries again to reach a kernel still starting
-
-
-class PromptClient(AsyncKernelClient):
-    """jupyter_client's asynchronous client, ready as soon as the kernel is.
-
-    ``wait_for_ready`` asks for the kernel's info until the reply has come on the shell channel
-    and the kernel's idle status for that same request on the IOPub channel (which proves the
-    subscription is live). jupyter_client's own then waits for 0.2 s of silence on IOPub to flush
-    it, at every kernel start; here nothing is left to flush that nbclient would not ignore (it
-    reads IOPub by the id of each request).
-
-    The client connects its sockets before the kernel has bound them, and ZeroMQ tries again
-    only after ``RECONNECT_IVL``, 0.1 s by default: here :data:`RECONNECT_SECONDS`. Measured with
-    an empty notebook in the confined kernel (2 cores, 2026-12-05): ready 0.13-0.23 s after the
-    start before, 0.09-0.11 s after.
-
-    Its channels are :class:`CheckedChannel`: every message is checked where it arrives.
-    """
-
-    shell_channel_class = Type(CheckedChannel)
-    iopub_channel_class = Type(CheckedChannel)
-    stdin_channel_class = Type(CheckedChannel)
-    control_channel_class = Type(CheckedChannel)
-
-    @default("context")
-    def _context_default(self) -> zmq.asyncio.Context:
-        context = super()._context_default()
-        context.setsockopt(zmq.RECONNECT_IVL, round(RECONNECT_SECONDS * 1000))
-        return context
-
-    async def wait_for_ready(self, timeout: float | None = None) -> None:
-        deadline = monotonic() + (float("inf") if timeout is None else timeout)
-        while True:
-            request = self.kernel_info()
-            reply = await first(self.shell_channel, 1.0, partial(_answers, request))
-            # not idle within 50 ms: IOPub was not subscribed yet when the kernel published, so ask again
-            if reply is not None and await first(self.iopub_channel, 0.05, partial(_idle_after, request)):
-                self._handle_kernel_info_reply(reply)
-                return
-            if not await self._async_is_alive():
-                raise RuntimeError("Kernel died before replying to kernel_info")
-            if monotonic() > deadline:
-                raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
-
-
-class PromptKernelManager(AsyncKernelManager):
-    """jupyter_client's kernel manager, without its two waits of 0.1 s at each kernel's end.
-
-    - **Stop.** After it kills a kernel, jupyter_client checks whether the process has ended every
-      0.1 s, so every graded notebook (its kernel is killed at once, ``shutdown_kernel =
-      "immediate"``) waited one whole interval for the first check. Here it checks every 5 ms.
-    - **Clean-up.** Before a kill, jupyter_client sends the kernel an ``interrupt_request`` on the
-      control socket. When the kernel is dead before the message has left, ending the context
-      waits for the socket's linger (0.1 s) to deliver it. Here anything still queued on the
-      control socket is dropped at clean-up, when the kernel has ended. Measured with an empty
-      notebook in the confined kernel (2 cores, 2026-12-05): the stop took 0.015 or 0.115 s,
-      about half the time each; it now takes 0.015 s.
-    """
-
-    async def _async_wait(self, pollinterval: float = 0.1) -> None:
-        await super()._async_wait(pollinterval=min(pollinterval, 0.005))
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        if self._control_socket is not None:
-            self._control_socket.linger = 0
-        await super()._async_cleanup_resources(restart=restart)
-
-
-def _answers(request: str, msg: dict) -> bool:
-    return msg.get("parent_header", {}).get("msg_id") == request
-
-
-def _idle_after(request: str, msg: dict) -> bool:
-    return (_answers(request, msg) and msg.get("msg_type") == "status"
-            and msg.get("content", {}).get("execution_state") == "idle")
-
-
-async def first(channel, wait: float, wanted):
-    """The first message on ``channel`` for which ``wanted(msg)`` holds, or None after ``wait`` seconds
-    (the messages before it are read and dropped)."""
-    end = monotonic() + wait
-    while (left := end - monotonic()) > 0:
-        try:
-            msg = await channel.get_msg(timeout=left)
-        except Empty:
-            return None
-        if wanted(msg):
-            return msg
-    return None
-
-
 async def end_tasks(tasks) -> list:
     """Cancel those of ``tasks`` still running and wait for all of them; return what each ended with
     (a result, or the exception it raised, retrieved so that asyncio does not report it as lost)."""
@@ -355,67 +58,6 @@ async def end_tasks(tasks) -> list:
         if not task.done():
             task.cancel()
     return await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def kernel_seed(key: bytes, student: str, assignment: str) -> int:
-    """The seed of ``random`` and NumPy's global generator in the kernel that runs one submission:
-    the same for a student's assignment on every re-grade, different between students and assignments.
-
-    The seed is HMAC-SHA256 of the student and the assignment under ``key``, the grader's own
-    random key (:func:`seed_key`), cut to 64 bits. Why not the course's variants salt: the kernel
-    is the student's, so they can print their seed, and the function that makes it is public. A
-    seed made from the salt by any public function (a hash, or an HMAC keyed by the salt) lets
-    whoever knows the seed test salt guesses offline, one hash per guess, and a confirmed salt
-    gives every classmate's numbers and key. Under a key that is random, kept by the grader and
-    independent of the salt, the seed says nothing about the salt, and without the key a student
-    cannot work out a classmate's seed either.
-    """
-    message = "\0".join(("rbtutor-kernel-seed-2", student, assignment)).encode("utf-8", "surrogateescape")
-    return int.from_bytes(hmac.new(bytes(key), message, hashlib.sha256).digest()[:8], "big")
-
-
-#: the grader's key of the kernels' seeds, in the course's private scratch folder (``<root>/.grading``)
-SEED_KEY_FILE = Path(".grading") / "kernel_seed.key"
-
-
-def seed_key(path: str | Path) -> bytes:
-    """The grader's key of the kernels' seeds, read from ``path``; made there first if it is missing.
-
-    A new key is 32 random bytes, written as hex to a file of mode 0600 (its folder made with
-    mode 0700) and put in place with a hard link, so that grading processes starting together
-    agree on one key. The file is opened without following a link and must be a regular file
-    that only its owner can read and write.
-
-    Raises
-    ------
-    ValueError
-        If the file is a link or not a regular file, others may read or write it, or it does not
-        hold a key (64 hexadecimal digits).
-    """
-    path = Path(path)
-    if not os.path.lexists(path):
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".kernel_seed-")  # mode 0600
-        try:
-            with os.fdopen(handle, "w") as out:
-                out.write(secrets.token_hex(32) + "\n")
-            with suppress(FileExistsError):  # another process was first: its key is the one read below
-                os.link(tmp, path)
-        finally:
-            os.unlink(tmp)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd) as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"expected the kernels' seed key {path} to be a regular file")
-        if info.st_mode & 0o077:
-            raise ValueError(f"expected the kernels' seed key {path} to be private (mode 0600), got mode "
-                             f"{stat.S_IMODE(info.st_mode):04o}")
-        text = handle.read(200).strip()
-    if not re.fullmatch(r"[0-9a-f]{64}", text):
-        raise ValueError(f"expected 64 hexadecimal digits in the kernels' seed key {path}; remove the file "
-                         "and a new key is made (re-graded kernels then draw other numbers)")
-    return bytes.fromhex(text)
 
 
 _said: set[str] = set()  # what this process has already said about how its kernels start
@@ -793,5 +435,3 @@ class BoundedExecute(Events, Execute):
         if isinstance(data, dict) and size_of(data) > self.max_cell_output_bytes:
             msg["content"]["data"] = {"text/plain": f"… display update dropped ({size_of(data)} bytes)"}
         return super()._update_display_id(display_id, msg)
-
-
