@@ -17,6 +17,8 @@ from multiprocessing import get_context
 import pytest
 
 from rbtutor.course import grade
+from rbtutor.course.grade import run as grade_run
+from rbtutor.course.grade import submission as grade_submission
 from rbtutor.grading.time_bound import time_bound
 
 
@@ -73,7 +75,7 @@ def test_a_stuck_submission_is_not_graded_and_the_next_one_is(monkeypatch, tmp_p
             threading.Event().wait(60)
         return "3/3 autograded", None
 
-    monkeypatch.setattr(grade, "_grade_submission", stuck_then_fine)
+    monkeypatch.setattr(grade_submission, "_grade_submission", stuck_then_fine)
     _, student, summary, seconds, problem = grade.autograde_one((str(tmp_path), "problem01", "stuck"), seconds=0.3)
     assert (student, summary) == ("stuck", "NOT GRADED")
     assert "SubmissionTimeout" in problem
@@ -101,7 +103,7 @@ def test_a_worker_that_dies_costs_only_its_own_submission():
     """
     work = [("course", "problem01", name) for name in ("a", "dies", "b", "c")]
     with _fork_pool(1) as pool:
-        results = list(grade._pool_results(pool, work, task=_dies_for_some, new_pool=_fork_pool))
+        results = list(grade_run._pool_results(pool, work, task=_dies_for_some, new_pool=_fork_pool))
     by_student = {student: (summary, problem) for _, student, summary, _, problem in results}
     assert [r[1] for r in results] == [job[2] for job in work]
     summary, problem = by_student.pop("dies")
@@ -178,7 +180,7 @@ def test_a_stuck_submission_on_a_dask_worker_is_not_graded(monkeypatch, tmp_path
             _polls_forever()
         return "3/3 autograded", None
 
-    monkeypatch.setattr(grade, "_grade_submission", stuck_then_fine)
+    monkeypatch.setattr(grade_submission, "_grade_submission", stuck_then_fine)
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
         stuck = client.submit(grade.autograde_one, (str(tmp_path), "problem01", "stuck"), 0.5, pure=False)
         _, student, summary, _seconds, problem = stuck.result(timeout=60)

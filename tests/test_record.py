@@ -504,6 +504,8 @@ def test_an_exception_of_one_submission_never_ends_the_run(small_course, monkeyp
     from nbgrader.api import MissingEntry
 
     from rbtutor.course import CourseLayout, grade
+    from rbtutor.course.grade import run as grade_run
+    from rbtutor.course.grade import submission as grade_submission
 
     graded = []
 
@@ -513,8 +515,9 @@ def test_an_exception_of_one_submission_never_ends_the_run(small_course, monkeyp
             raise MissingEntry("no such submission")
         return "fake\r[9/9] forged line\x1b[2K", None
 
-    monkeypatch.setattr(grade, "_grade_submission", grade_one)
-    monkeypatch.setattr(grade, "zygote_starting", lambda: contextlib.nullcontext(lambda: None))  # no kernel runs here
+    monkeypatch.setattr(grade_submission, "_grade_submission", grade_one)
+    # no kernel runs here
+    monkeypatch.setattr(grade_run, "zygote_starting", lambda: contextlib.nullcontext(lambda: None))
     status = grade.grade(CourseLayout(small_course), jobs=1)
     out, err = capsys.readouterr()
     assert status == 1
