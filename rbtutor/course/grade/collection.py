@@ -11,7 +11,7 @@ from ...grading.report import event, record_events, terminal_text
 from ...grading.student_ids import id_problem
 from ..layout import CourseLayout
 from ..nbgrader import api, owner_check
-from .submission import _sources, record_refused_id
+from .submission import record_refused_id, source_notebooks
 
 PLANTED = "_planted.json"  # in integrity/<owner>/<assignment>/: entries the owner made under other names
 
@@ -98,7 +98,7 @@ def collect(layout: CourseLayout, assignment: str, clear: tuple[str, ...] = ()) 
         cleared = clear_planted(layout, assignment, owner)
         print(f"{terminal_text(owner)} {assignment}: evidence of planted entries "
               + ("cleared" if cleared else "not found, nothing cleared"))
-    results = take(inbound, layout.submitted(), assignment, sources=_sources(layout, assignment),
+    results = take(inbound, layout.submitted(), assignment, sources=source_notebooks(layout, assignment),
                    check_owner=check_owner)
     record_planted(layout, assignment, results)
     taken = 0

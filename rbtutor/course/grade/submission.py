@@ -31,7 +31,7 @@ _WORKER_API = {}
 INTAKE = "intake"  # under CourseLayout.scratch: the checked copies nbgrader grades from
 
 
-def _sources(layout: CourseLayout, assignment: str) -> dict[str, dict]:
+def source_notebooks(layout: CourseLayout, assignment: str) -> dict[str, dict]:
     """The instructor's source notebooks of ``assignment`` (for the intake's source-copy check)."""
 
     return {path.stem: nbformat.read(path, as_version=4)
@@ -52,7 +52,7 @@ def take_in_submission(layout: CourseLayout, assignment: str, student: str):
         remove_tree(stage)
     stage.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(layout.scratch, 0o700)
-    sources = _sources(layout, assignment)
+    sources = source_notebooks(layout, assignment)
     result = take_in(layout.submitted(student, assignment), stage, sources=sources)
     # A notebook the intake refused (a link, a copy of the source, unreadable) earns nothing: the
     # blank released version stands in for it, so the submission is graded (zero) and not lost.
