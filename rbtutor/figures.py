@@ -58,7 +58,7 @@ COURSE_HULL = Hull()
 _OBLIQUE = np.array([[1.0, 0.55 * math.cos(math.radians(40.0)), 0.0],
                      [0.0, 0.55 * math.sin(math.radians(40.0)), 1.0]])
 
-_AXIS_COLOURS = ("tab:red", "tab:green", "tab:blue")
+AXIS_COLOURS = ("tab:red", "tab:green", "tab:blue")
 # GCS position of O (m) and heading (rad) of the hull in the plan view of frames_figure.
 _EXAMPLE_POSE = (70.0, 45.0, math.radians(30.0))
 
@@ -117,7 +117,7 @@ def rotation_arc(axis: int, centre_distance: float, radius: float, turn: float =
 # --------------------------------------------------------------------------- helpers
 
 
-def _arrow(ax, tail, head, gid: str, color="k", lw=1.6, style="-|>", **kw):
+def draw_arrow(ax, tail, head, gid: str, color="k", lw=1.6, style="-|>", **kw):
     """An arrow from ``tail`` to ``head`` (data coordinates) that a test can find by ``gid``."""
     arrow = ax.annotate("", xy=tuple(map(float, head)), xytext=tuple(map(float, tail)),
                         annotation_clip=False, arrowprops={"arrowstyle": style, "color": color, "lw": lw,
@@ -127,21 +127,21 @@ def _arrow(ax, tail, head, gid: str, color="k", lw=1.6, style="-|>", **kw):
     return arrow
 
 
-def _point(ax, xy, gid: str, marker="o", color="k", size=6, **kw):
+def draw_point(ax, xy, gid: str, marker="o", color="k", size=6, **kw):
     (line,) = ax.plot([float(xy[0])], [float(xy[1])], marker, color=color, ms=size, zorder=5, **kw)
     line.set_gid(gid)
     return line
 
 
-def _arc_with_head(ax, points_2d, gid: str, color):
+def draw_arc_with_head(ax, points_2d, gid: str, color):
     """Draw a polyline and an arrow head at its last point, both tagged ``gid``."""
     (line,) = ax.plot(points_2d[:, 0], points_2d[:, 1], color=color, lw=1.6)
     line.set_gid(gid)
-    _arrow(ax, points_2d[-3], points_2d[-1], gid + "-head", color=color)
+    draw_arrow(ax, points_2d[-3], points_2d[-1], gid + "-head", color=color)
     return line
 
 
-def _profile_outline(hull: Hull) -> np.ndarray:
+def profile_outline(hull: Hull) -> np.ndarray:
     """Side-view outline of the hull (x, z) in m: transom stern, flat keel, raked stem."""
     half, t, top = hull.length / 2.0, hull.draught, hull.depth - hull.draught
     return np.array([
@@ -151,14 +151,14 @@ def _profile_outline(hull: Hull) -> np.ndarray:
     ])
 
 
-def _plan_outline(hull: Hull) -> np.ndarray:
+def plan_outline(hull: Hull) -> np.ndarray:
     """Plan-view outline (x, y) in m: parallel body with a pointed bow."""
     half, b = hull.length / 2.0, hull.beam / 2.0
     shoulder = half - 0.15 * hull.length
     return np.array([[-half, -b], [shoulder, -b], [half, 0.0], [shoulder, b], [-half, b]])
 
 
-def _section_outline(hull: Hull) -> np.ndarray:
+def section_outline(hull: Hull) -> np.ndarray:
     """Midship section (y, z) in m, with rounded bilges."""
     b, t, top = hull.beam / 2.0, hull.draught, hull.depth - hull.draught
     bilge = 0.2 * min(b, t)
@@ -168,7 +168,7 @@ def _section_outline(hull: Hull) -> np.ndarray:
     return np.vstack([[[-b, top]], starboard_bilge, port_bilge, [[b, top]]])
 
 
-def _check_hull(hull) -> Hull:
+def as_hull(hull) -> Hull:
     hull = Hull(*hull)
     for name, value in hull._asdict().items():
         as_positive(f"hull.{name}", value)
@@ -177,7 +177,7 @@ def _check_hull(hull) -> Hull:
     return hull
 
 
-def _check_body(body) -> RigidBody:
+def as_rigid_body(body) -> RigidBody:
     if not isinstance(body, RigidBody):
         raise ValueError(f"expected body to be a RigidBody, got {type(body).__name__}")
     return body
@@ -221,7 +221,7 @@ def frames_figure(body, hull=COURSE_HULL, pose=_EXAMPLE_POSE):
     """
     import matplotlib.pyplot as plt
 
-    body, hull = _check_body(body), _check_hull(hull)
+    body, hull = as_rigid_body(body), as_hull(hull)
     x0, y0, psi = (float(v) for v in as_array("pose", pose, (3,)))
     r_g = body.r_g
     half = hull.length / 2.0
@@ -236,17 +236,17 @@ def frames_figure(body, hull=COURSE_HULL, pose=_EXAMPLE_POSE):
     top = hull.depth - hull.draught
     side.axhspan(-hull.draught - 3.0, 0.0, color="tab:cyan", alpha=0.15, lw=0)
     side.axhline(0.0, color="tab:cyan", lw=1.0)
-    side.fill(*_profile_outline(hull).T, facecolor="0.88", edgecolor="k", lw=1.2)
+    side.fill(*profile_outline(hull).T, facecolor="0.88", edgecolor="k", lw=1.2)
     axis_len = 0.2 * hull.length
-    _arrow(side, (0.0, 0.0), (axis_len, 0.0), "x", color=_AXIS_COLOURS[0])
-    _arrow(side, (0.0, 0.0), (0.0, top + 6.0), "z", color=_AXIS_COLOURS[2])
-    side.text(axis_len + 1.0, 0.6, "$x$ (forward)", color=_AXIS_COLOURS[0])
-    side.text(1.0, top + 5.0, "$z$ (up)", color=_AXIS_COLOURS[2])
-    side.text(-4.5, 1.2, r"$y\otimes$ (to port," "\ninto the page)", color=_AXIS_COLOURS[1],
+    draw_arrow(side, (0.0, 0.0), (axis_len, 0.0), "x", color=AXIS_COLOURS[0])
+    draw_arrow(side, (0.0, 0.0), (0.0, top + 6.0), "z", color=AXIS_COLOURS[2])
+    side.text(axis_len + 1.0, 0.6, "$x$ (forward)", color=AXIS_COLOURS[0])
+    side.text(1.0, top + 5.0, "$z$ (up)", color=AXIS_COLOURS[2])
+    side.text(-4.5, 1.2, r"$y\otimes$ (to port," "\ninto the page)", color=AXIS_COLOURS[1],
               ha="right", fontsize=8)
-    _arrow(side, (0.0, 0.0), r_g[[0, 2]], "r_G", color="tab:purple", lw=1.4)
-    _point(side, (0.0, 0.0), "O", size=4)
-    _point(side, r_g[[0, 2]], "G", marker="o", color="tab:purple", size=4)
+    draw_arrow(side, (0.0, 0.0), r_g[[0, 2]], "r_G", color="tab:purple", lw=1.4)
+    draw_point(side, (0.0, 0.0), "O", size=4)
+    draw_point(side, r_g[[0, 2]], "G", marker="o", color="tab:purple", size=4)
     side.text(0.8, -1.3, "$O$", va="top")
     side.text(r_g[0] - 0.8, r_g[2], "$G$", ha="right", va="center", color="tab:purple")
     side.text(-half + 1.0, -1.2, "waterline", color="tab:cyan", fontsize=8, va="top")
@@ -257,21 +257,21 @@ def frames_figure(body, hull=COURSE_HULL, pose=_EXAMPLE_POSE):
     # (b) plan view in the GCS
     rot = rotation_matrix(0.0, 0.0, psi)[:2, :2]
     origin = np.array([x0, y0])
-    outline = _plan_outline(hull) @ rot.T + origin
+    outline = plan_outline(hull) @ rot.T + origin
     plan.fill(*outline.T, facecolor="0.88", edgecolor="k", lw=1.0)
     gcs_len = 0.35 * hull.length
-    _arrow(plan, (0.0, 0.0), (gcs_len, 0.0), "x0")
-    _arrow(plan, (0.0, 0.0), (0.0, gcs_len), "y0")
+    draw_arrow(plan, (0.0, 0.0), (gcs_len, 0.0), "x0")
+    draw_arrow(plan, (0.0, 0.0), (0.0, gcs_len), "y0")
     plan.text(gcs_len, -3.0, "$x_0$", va="top", ha="center")
     plan.text(-3.0, gcs_len, "$y_0$", ha="right", va="center")
     plan.text(-3.0, -3.0, r"$z_0\odot$", ha="right", va="top", fontsize=9)
-    _arrow(plan, (0.0, 0.0), origin, "eta1", color="0.4", lw=1.0, linestyle="--")
+    draw_arrow(plan, (0.0, 0.0), origin, "eta1", color="0.4", lw=1.0, linestyle="--")
     plan.text(*(0.5 * origin + [2.0, -6.0]), r"$\eta_1$", color="0.3")
     body_len = 0.3 * hull.length
-    _arrow(plan, origin, origin + rot @ [body_len, 0.0], "x-plan", color=_AXIS_COLOURS[0])
-    _arrow(plan, origin, origin + rot @ [0.0, body_len], "y-plan", color=_AXIS_COLOURS[1])
-    plan.text(*(origin + rot @ [body_len + 4.0, 0.0]), "$x$", color=_AXIS_COLOURS[0], va="center")
-    plan.text(*(origin + rot @ [0.0, body_len + 4.0]), "$y$", color=_AXIS_COLOURS[1], ha="center")
+    draw_arrow(plan, origin, origin + rot @ [body_len, 0.0], "x-plan", color=AXIS_COLOURS[0])
+    draw_arrow(plan, origin, origin + rot @ [0.0, body_len], "y-plan", color=AXIS_COLOURS[1])
+    plan.text(*(origin + rot @ [body_len + 4.0, 0.0]), "$x$", color=AXIS_COLOURS[0], va="center")
+    plan.text(*(origin + rot @ [0.0, body_len + 4.0]), "$y$", color=AXIS_COLOURS[1], ha="center")
     plan.plot([x0, x0 + 0.45 * hull.length], [y0, y0], color="0.5", lw=0.8, ls=":")
     heading = np.linspace(0.0, psi, 30)
     plan.plot(x0 + 0.4 * hull.length * np.cos(heading), y0 + 0.4 * hull.length * np.sin(heading),
@@ -279,9 +279,9 @@ def frames_figure(body, hull=COURSE_HULL, pose=_EXAMPLE_POSE):
     plan.text(x0 + 0.43 * hull.length * math.cos(psi / 2), y0 + 0.43 * hull.length * math.sin(psi / 2),
               r"$\psi$", va="center")
     g_plan = origin + rot @ r_g[:2]
-    _arrow(plan, origin, g_plan, "r_G-plan", color="tab:purple", lw=1.2)
-    _point(plan, origin, "O-plan", size=3)
-    _point(plan, g_plan, "G-plan", color="tab:purple", size=3)
+    draw_arrow(plan, origin, g_plan, "r_G-plan", color="tab:purple", lw=1.2)
+    draw_point(plan, origin, "O-plan", size=3)
+    draw_point(plan, g_plan, "G-plan", color="tab:purple", size=3)
     span = np.vstack([outline, [[0.0, 0.0], [gcs_len, gcs_len]]])
     low, high = span.min(axis=0) - 10.0, span.max(axis=0) + 10.0
     plan.set(xlim=(low[0], high[0]), ylim=(low[1], high[1]), aspect="equal",
@@ -291,10 +291,10 @@ def frames_figure(body, hull=COURSE_HULL, pose=_EXAMPLE_POSE):
     # (c) the neighbourhood of O, to scale
     pad = 1.5
     detail.axhline(0.0, color="tab:cyan", lw=1.0)
-    _arrow(detail, (0.0, 0.0), r_g[[0, 2]], "r_G-detail", color="tab:purple", lw=1.8)
+    draw_arrow(detail, (0.0, 0.0), r_g[[0, 2]], "r_G-detail", color="tab:purple", lw=1.8)
     detail.plot([0.0, r_g[0], r_g[0]], [0.0, 0.0, r_g[2]], color="0.5", lw=0.8, ls="--")
-    _point(detail, (0.0, 0.0), "O-detail")
-    _point(detail, r_g[[0, 2]], "G-detail", color="tab:purple")
+    draw_point(detail, (0.0, 0.0), "O-detail")
+    draw_point(detail, r_g[[0, 2]], "G-detail", color="tab:purple")
     detail.text(0.15, 0.15, "$O$")
     detail.text(r_g[0] + 0.15, r_g[2] + 0.15, "$G$", color="tab:purple")
     detail.text(r_g[0] / 2.0, 0.12, f"$x_G$ = {r_g[0]:+.2f} m", ha="center", va="bottom", fontsize=9)
@@ -348,7 +348,7 @@ def six_motions_figure(body, hull=COURSE_HULL, length_scale=None):
     """
     import matplotlib.pyplot as plt
 
-    body, hull = _check_body(body), _check_hull(hull)
+    body, hull = as_rigid_body(body), as_hull(hull)
     if length_scale is None:
         length_scale = min(1.0, 2.5 * hull.beam / hull.length)
     squash = np.diag([as_positive("length_scale", length_scale), 1.0, 1.0])
@@ -357,7 +357,7 @@ def six_motions_figure(body, hull=COURSE_HULL, length_scale=None):
         return project(np.asarray(points, dtype=float) @ squash.T)
 
     fig, ax = plt.subplots(figsize=(8.0, 5.0), layout="constrained")
-    plan = _plan_outline(hull)
+    plan = plan_outline(hull)
     top = hull.depth - hull.draught
     for z, style, colour in [(-hull.draught, "-", "0.6"), (0.0, "--", "tab:cyan"), (top, "-", "k")]:
         ring = np.column_stack([plan, np.full(len(plan), z)])
@@ -372,14 +372,14 @@ def six_motions_figure(body, hull=COURSE_HULL, length_scale=None):
     radius = 0.2 * hull.beam
     names = [("surge", "u", "roll", "p"), ("sway", "v", "pitch", "q"), ("heave", "w", "yaw", "r")]
     for k, (move, vel, turn, rate) in enumerate(names):
-        colour = _AXIS_COLOURS[k]
+        colour = AXIS_COLOURS[k]
         e = np.eye(3)[k]
         ax.plot(*drawn([np.zeros(3), reach[k] * e]).T, color=colour, lw=0.8, ls=":")
         near_end, far_end = (0.3, 0.55) if k == 1 else (0.6, 0.85)
         tail, head = drawn(near_end * reach[k] * e), drawn(far_end * reach[k] * e)
-        _arrow(ax, tail, head, vel, color=colour, lw=2.4)
+        draw_arrow(ax, tail, head, vel, color=colour, lw=2.4)
         arc = rotation_arc(k, reach[k], radius)
-        _arc_with_head(ax, drawn(arc), f"arc-{rate}", colour)
+        draw_arc_with_head(ax, drawn(arc), f"arc-{rate}", colour)
         end = drawn(reach[k] * e)
         letter = {0: [0.3 * radius, 0.3 * radius], 1: [-0.5 * radius, 0.2 * radius], 2: [0.0, 0.8 * radius]}[k]
         ax.text(*(end + letter), "xyz"[k], color=colour, fontsize=12, fontweight="bold",
@@ -398,8 +398,8 @@ def six_motions_figure(body, hull=COURSE_HULL, length_scale=None):
                     ha="right", va="center")
             ax.text(*(end + [-1.3 * radius, 0.0]), f"{turn} ${rate}$", color=colour, ha="right",
                     va="center")
-    _point(ax, drawn(np.zeros(3)), "O", size=5)
-    _point(ax, drawn(body.r_g), "G", color="tab:purple", size=5)
+    draw_point(ax, drawn(np.zeros(3)), "O", size=5)
+    draw_point(ax, drawn(body.r_g), "G", color="tab:purple", size=5)
     ax.text(*(drawn(np.zeros(3)) + [0.8, 0.8]), "$O$")
     ax.text(*(drawn(body.r_g) + [-0.8, -0.8]), "$G$", color="tab:purple", ha="right", va="top")
     ax.text(*(drawn([-hull.length / 2, -hull.beam / 2, -hull.draught]) + [0.0, -1.0]),
@@ -452,7 +452,7 @@ def towline_figure(body, tau, hull=COURSE_HULL):
     """
     import matplotlib.pyplot as plt
 
-    body, hull = _check_body(body), _check_hull(hull)
+    body, hull = as_rigid_body(body), as_hull(hull)
     tau = as_array("tau", tau, (6,))
     force, moment_o = tau[:3], tau[3:]
     if force[1] != 0.0 or moment_o[0] != 0.0 or moment_o[2] != 0.0:
@@ -476,27 +476,27 @@ def towline_figure(body, tau, hull=COURSE_HULL):
     for panel, fill in ((ax, "0.88"), (near, "0.96")):
         panel.axhspan(-hull.draught - 3.0, 0.0, color="tab:cyan", alpha=0.15, lw=0)
         panel.axhline(0.0, color="tab:cyan", lw=1.0)
-        panel.fill(*_profile_outline(hull).T, facecolor=fill, edgecolor="k", lw=1.2, alpha=0.8)
+        panel.fill(*profile_outline(hull).T, facecolor=fill, edgecolor="k", lw=1.2, alpha=0.8)
         panel.plot(line_x, line_z, color="tab:red", lw=0.9, ls="--")
         panel.grid(True, alpha=0.25)
 
     # (a) the whole ship, to scale
     length = 0.25 * hull.length
-    _arrow(ax, point[[0, 2]], (point + length * unit)[[0, 2]], "force", color="tab:red", lw=2.4)
+    draw_arrow(ax, point[[0, 2]], (point + length * unit)[[0, 2]], "force", color="tab:red", lw=2.4)
     ax.text(*(point + 0.5 * length * unit)[[0, 2]] + [0.0, 0.8],
             f"towline pull $X$ = {force[0]:.2e} N", color="tab:red", ha="center", va="bottom", fontsize=9)
-    _point(ax, point[[0, 2]], "A", color="tab:red", size=5)
+    draw_point(ax, point[[0, 2]], "A", color="tab:red", size=5)
     ax.text(point[0] - 1.0, point[2] - 0.9, "$A$", color="tab:red", ha="right", va="top")
-    _point(ax, (0.0, 0.0), "O", size=4)
-    _point(ax, r_g[[0, 2]], "G", color="tab:purple", size=4)
+    draw_point(ax, (0.0, 0.0), "O", size=4)
+    draw_point(ax, r_g[[0, 2]], "G", color="tab:purple", size=4)
     ax.text(-half - 3.0, line_z[0] + 0.4, "line of action", color="tab:red", fontsize=8, va="bottom")
     ax.set(xlim=(-half - 4.0, right), ylim=(-hull.draught - 3.0, top + 6.0), aspect="equal",
            xlabel="$x$ (m)", ylabel="$z$ (m)")
     ax.set_title("(a) Problem 6: towline along $x$, seen from starboard, to scale", fontsize=10)
 
     # (b) around O and G, enlarged: the lever arm and the moments
-    _point(near, (0.0, 0.0), "O-detail", size=6)
-    _point(near, r_g[[0, 2]], "G-detail", color="tab:purple", size=6)
+    draw_point(near, (0.0, 0.0), "O-detail", size=6)
+    draw_point(near, r_g[[0, 2]], "G-detail", color="tab:purple", size=6)
     near.text(0.25, 0.25, "$O$", va="bottom")
     near.text(r_g[0] - 0.3, r_g[2] - 0.2, "$G$", ha="right", va="top", color="tab:purple")
     (lever,) = near.plot([r_g[0], foot[0]], [r_g[2], foot[2]], color="tab:purple", lw=1.2)
@@ -511,14 +511,14 @@ def towline_figure(body, tau, hull=COURSE_HULL):
     if pitch != 0.0:
         sweep = np.linspace(0.0, 1.4 * math.pi, 50) * (-1.0 if pitch > 0 else 1.0) + math.pi
         arc = np.column_stack([r_g[0] + radius * np.cos(sweep), r_g[2] + radius * np.sin(sweep)])
-        _arc_with_head(near, arc, "arc-M_G", "tab:purple")
+        draw_arc_with_head(near, arc, "arc-M_G", "tab:purple")
         sense = "bow down" if pitch > 0 else "bow up"
         near.text(r_g[0] - radius - 0.3, r_g[2], f"$M_G = X d$\n({sense})", color="tab:purple",
                   ha="right", va="center", fontsize=9)
     moment_o_text = ("$M_O$ = 0: the line of action\npasses through $O$" if not np.any(moment_o)
                      else f"$M_O$ = {moment_o[1]:.2e} N m about $y$")
     near.text(0.98, 0.95, moment_o_text, transform=near.transAxes, ha="right", va="top", fontsize=9)
-    _arrow(near, (1.5, on_line[2] + 1.5 * force[2] / force[0]), (3.5, on_line[2] + 3.5 * force[2] / force[0]),
+    draw_arrow(near, (1.5, on_line[2] + 1.5 * force[2] / force[0]), (3.5, on_line[2] + 3.5 * force[2] / force[0]),
            "force-detail", color="tab:red", lw=2.0)
     near.text(3.6, on_line[2] + 0.15, "$X$", color="tab:red", va="bottom")
     xs = [0.0, r_g[0], foot[0]]
@@ -573,7 +573,7 @@ def heel_couple_figure(body, nu, gm, g=9.81, hull=COURSE_HULL, min_heel_deg=20.0
 
     from .problems import steady_heel
 
-    body, hull = _check_body(body), _check_hull(hull)
+    body, hull = as_rigid_body(body), as_hull(hull)
     nu = as_array("nu", nu, (6,))
     gm, g = as_positive("gm", gm), as_positive("g", g)
     _, phi = steady_heel(body, nu, gm, g)
@@ -590,7 +590,7 @@ def heel_couple_figure(body, nu, gm, g=9.81, hull=COURSE_HULL, min_heel_deg=20.0
     g_pt = view(r_g[1], r_g[2])
     m_pt = view(r_g[1], r_g[2] + gm)
     b_pt = np.array([m_pt[0], -0.45 * hull.draught])
-    section = np.array([view(y, z) for y, z in _section_outline(hull)])
+    section = np.array([view(y, z) for y, z in section_outline(hull)])
 
     fig, ax = plt.subplots(figsize=(7.0, 5.4), layout="constrained")
     b, top = hull.beam / 2.0, hull.depth - hull.draught
@@ -616,25 +616,25 @@ def heel_couple_figure(body, nu, gm, g=9.81, hull=COURSE_HULL, min_heel_deg=20.0
     vertical_len = min(2.5, 0.4 * hull.draught)
     # weight and buoyancy: equal and opposite, GZ = GM sin(phi) apart (the righting couple)
     away = math.copysign(1.0, g_pt[0] - m_pt[0]) if g_pt[0] != m_pt[0] else 1.0
-    _arrow(ax, g_pt, g_pt + [0.0, -vertical_len], "weight", color="k", lw=2.0)
+    draw_arrow(ax, g_pt, g_pt + [0.0, -vertical_len], "weight", color="k", lw=2.0)
     ax.text(g_pt[0] + away * 0.4, g_pt[1] - vertical_len, "$mg$", va="center",
             ha="left" if away > 0 else "right", fontsize=10)
-    _arrow(ax, b_pt - [0.0, vertical_len], b_pt, "buoyancy", color="tab:blue", lw=2.0)
+    draw_arrow(ax, b_pt - [0.0, vertical_len], b_pt, "buoyancy", color="tab:blue", lw=2.0)
     ax.text(b_pt[0] - away * 0.4, b_pt[1] - vertical_len, r"buoyancy $\rho g \nabla = mg$",
             color="tab:blue", va="center", ha="right" if away > 0 else "left", fontsize=9)
     ax.plot([b_pt[0], m_pt[0]], [b_pt[1], m_pt[1]], color="tab:blue", lw=0.7, ls="--")
     if turning != 0.0:
         side = -math.copysign(1.0, turning)  # drawing x is -y: a force to port points left
-        _arrow(ax, (0.0, 0.0), (side * force_len, 0.0), "turning-force", color="tab:red", lw=2.0)
+        draw_arrow(ax, (0.0, 0.0), (side * force_len, 0.0), "turning-force", color="tab:red", lw=2.0)
         ax.text(side * force_len, 0.5, "$Y$ at $O$\n(towards the turn centre)", color="tab:red",
                 ha="center", va="bottom", fontsize=8)
-        _arrow(ax, g_pt, g_pt + [-side * force_len, 0.0], "reaction", color="tab:orange", lw=2.0)
+        draw_arrow(ax, g_pt, g_pt + [-side * force_len, 0.0], "reaction", color="tab:orange", lw=2.0)
         ax.text(g_pt[0] - side * force_len, g_pt[1] - 0.6, "$-Y$ at $G$\n(inertial reaction)",
                 color="tab:orange", ha="center", va="top", fontsize=8)
-    _point(ax, (0.0, 0.0), "O", size=5)
-    _point(ax, g_pt, "G", color="tab:purple", size=6)
-    _point(ax, m_pt, "M", marker="^", color="tab:blue", size=6)
-    _point(ax, b_pt, "B", marker="s", color="tab:blue", size=5)
+    draw_point(ax, (0.0, 0.0), "O", size=5)
+    draw_point(ax, g_pt, "G", color="tab:purple", size=6)
+    draw_point(ax, m_pt, "M", marker="^", color="tab:blue", size=6)
+    draw_point(ax, b_pt, "B", marker="s", color="tab:blue", size=5)
     ax.text(-0.5, 0.4, "$O$", ha="right", va="bottom")
     ax.text(g_pt[0] - 0.6, g_pt[1], "$G$", ha="right", va="center", color="tab:purple")
     ax.text(m_pt[0] + 0.6, m_pt[1], "$M$", ha="left", va="center", color="tab:blue")
@@ -701,9 +701,9 @@ def tumbling_box_figure(mass, dimensions, spin_axis=1):
     for k in range(3):
         e = np.eye(3)[k]
         reach = dims[k] / 2.0 + 0.45 * extent
-        _arrow(ax, project(np.zeros(3)), project(reach * e), f"axis-{'xyz'[k]}", color=_AXIS_COLOURS[k])
+        draw_arrow(ax, project(np.zeros(3)), project(reach * e), f"axis-{'xyz'[k]}", color=AXIS_COLOURS[k])
         ax.text(*(project(1.04 * reach * e) + [0.1, 0.05]), f"${'xyz'[k]}$: {rank[k]} $I$",
-                color=_AXIS_COLOURS[k], fontsize=9)
+                color=AXIS_COLOURS[k], fontsize=9)
     # dimension labels along three edges that meet at the front lower corner
     base = np.array([-1.0, -1.0, -1.0]) * dims / 2.0
     shifts = [(0.0, -0.35), (0.15, -0.3), (-0.2, 0.0)]
@@ -714,10 +714,10 @@ def tumbling_box_figure(mass, dimensions, spin_axis=1):
                         ha="right" if k == 2 else "center", va="center", fontsize=9)
         label.set_gid(f"dim-{'xyz'[k]}")
     arc = rotation_arc(spin_axis, dims[spin_axis] / 2.0 + 0.3 * extent, 0.18 * extent)
-    _arc_with_head(ax, project(arc), "spin", _AXIS_COLOURS[spin_axis])
-    ax.text(*(project(arc[0]) + [0.15, 0.0]), r"initial spin $\omega_0$", color=_AXIS_COLOURS[spin_axis],
+    draw_arc_with_head(ax, project(arc), "spin", AXIS_COLOURS[spin_axis])
+    ax.text(*(project(arc[0]) + [0.15, 0.0]), r"initial spin $\omega_0$", color=AXIS_COLOURS[spin_axis],
             fontsize=9, va="bottom")
-    _point(ax, project(np.zeros(3)), "G", color="tab:purple", size=5)
+    draw_point(ax, project(np.zeros(3)), "G", color="tab:purple", size=5)
     ax.text(*(project(np.zeros(3)) + [-0.15, -0.15]), "$G$", color="tab:purple", ha="right", va="top")
     ax.set_aspect("equal")
     ax.autoscale_view()
