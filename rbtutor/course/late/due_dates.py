@@ -1,76 +1,9 @@
-"""Due dates, extensions and the late policy of a course (the grading run's deadline step).
-
-Due dates. ``exercises/due_dates.yaml`` (optional) maps an assignment to the moment it is
-due, an ISO 8601 date and time with its time zone, or to that moment and the students who
-were given more time::
-
-    problem03: 2025-10-06T23:59:00+02:00
-    problem04:
-      due: 2025-10-13T23:59:00+02:00
-      extensions:
-        student1: 2025-10-16T12:00:00+02:00   # a later due date of their own
-        student2: 3d                          # or time added: Nd days, Nh hours
-
-:func:`read_due_dates` checks the whole file and refuses, naming the place and what it
-expected: an assignment the course does not have, a time without its zone, a key other than
-``due`` and ``extensions``, a duration that is not a positive ``Nd`` or ``Nh``, a student id
-:func:`rbtutor.grading.student_ids.check_id` refuses, an extension that ends before the
-assignment's due date, a time that is not between the years 1 and 9999 in UTC (or an extension
-that takes it past them), and a key written twice. Every refusal is one short
-:class:`ValueError` (values are quoted cut short).
-
-Keys are read as written: an unquoted ``20231234: 3d`` (a matriculation number) is the student
-id ``20231234``, and ``0123`` is ``0123``, never the number YAML 1.1 would make of it (83). The
-file is read with a bounded loader (:func:`load_due_dates_text`), since the personalising
-service reads it as well: at most :data:`MAX_FILE_BYTES` bytes and :data:`MAX_TOKENS` YAML
-items, nested at most :data:`MAX_NESTING` deep, and no anchors, aliases or tags (``&a``,
-``*a``, ``!!str``), so a few lines cannot expand into millions of items. Times are kept as
-text by the loader and read by :func:`datetime.datetime.fromisoformat` (or as YAML's
-timestamps, ``2030-03-01 12:00:00 +1``), so that a bad one is refused with its entry's name.
-
-``python -m rbtutor.course generate`` (``make assignments``) and every grading run
-(``make grade``, :func:`prepare_deadlines`) write the file into the gradebook: the
-assignment's due date, and each submission's ``extension`` (nbgrader's, the time between the
-assignment's due date and the student's own), so nbgrader's ``SubmittedAssignment.duedate``
-is the student's own due date. When the file exists it is the whole truth: an assignment it
-does not list has no due date and a student it does not name has no extension. When there is
-no file, the gradebook's due dates and extensions are left as they are (for example set with
-``nbgrader db assignment add problem03 --duedate=...``). An extension for a student the
-gradebook does not know yet is reported (it takes effect when that student's work is first
-graded), never dropped without a word.
-
-The late policy. A submission is late when its submission time is after the student's own
-due date. That time is the one the student cannot set: when the exchange entry appeared (the
-newest ctime of the entry and of everything in it), never earlier than the time in the entry's
-name, kept in the receipt ``collect`` writes (:func:`rbtutor.grading.intake.collect`) and put
-by ``grade`` into the grader's own copy as the ``timestamp.txt`` nbgrader reads
-(:func:`rbtutor.course.grade.submission_time`), from which nbgrader sets the submission's
-``timestamp``. The ``timestamp.txt`` nbgrader's ``submit`` wrote is only the student's claim: it
-is kept, compared (``timestamp_mismatch`` in the integrity report when it is more than a minute
-off) and never used. The late-penalty plugin, :class:`PercentPerDay`, gives each notebook's
-penalty: a fixed share (``PercentPerDay.percent_per_day``, 10 % by default) of the notebook's
-score for every day or part of a day after the due date, never more than the score itself, so
-a late score is never below zero. A course changes the share in its ``nbgrader_config.py``,
-after ``configure``::
-
-    c.PercentPerDay.percent_per_day = 20.0   # 0 marks late submissions without a penalty
-
-Moved deadlines. nbgrader works a penalty out only while it autogrades a notebook, from the
-score of that moment. At the end of every grading run :func:`settle_penalties` works every
-submission's penalties out again from the gradebook as it is then (the due dates and
-extensions of the current file, the trusted submission time, the final scores, hand grades
-included), and compares them with the penalties the gradebook held before the run
-(:func:`prepare_deadlines` keeps those in the course's scratch folder). Each penalty that
-changed is listed with its reason (a moved due date, a new or changed extension, a new
-submission time, a changed score), printed and written to the ``late_change`` column of
-``grades.csv``.
-"""
+"""Late: the due-dates file. Parse and check ``exercises/due_dates.yaml`` (bounded, every error
+naming its place), publish it, and set each submission's due date in the gradebook."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import math
 import os
 import re
 import reprlib
@@ -81,21 +14,14 @@ from pathlib import Path
 from typing import ClassVar
 
 import yaml
-from nbgrader.api import SubmittedAssignment, SubmittedNotebook
-from nbgrader.plugins import LateSubmissionPlugin
-from sqlalchemy.orm import joinedload, selectinload, undefer
-from traitlets import Float
-from traitlets.utils.importstring import import_item
+from nbgrader.api import SubmittedAssignment
 
-from ..grading.config import GRADING
-from ..grading.student_ids import check_id
-from .layout import CourseLayout
+from ...grading.student_ids import check_id
+from ..layout import CourseLayout
 
 DAY = 86400.0  # seconds
 
 DUE_DATES = "due_dates.yaml"  # in the course's exercises/ folder
-#: under the course's scratch folder: each submission's penalty and deadline before a grading run
-BEFORE_RUN = "late_before_run.json"
 #: time added by an extension: a positive number of days or hours
 DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([dh])")
 EXAMPLE_TIME = "2025-10-06T23:59:00+02:00"
@@ -106,33 +32,6 @@ MAX_TOKENS = 200_000
 #: how deep mappings and lists may nest (the file's own shape needs three)
 MAX_NESTING = 8
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
-
-
-class PercentPerDay(LateSubmissionPlugin):
-    """Late penalty: ``percent_per_day`` % of the score for every started day late, at most the score.
-
-    Examples
-    --------
-    >>> PercentPerDay(percent_per_day=10).late_submission_penalty("s1", 8.0, 1.5 * 86400)
-    1.6
-    """
-
-    percent_per_day = Float(GRADING.late_percent_per_day, help="Share of the notebook's score taken off for "
-                            "every day, or part of a day, that the submission is late, in percent (0 to 100)."
-                            ).tag(config=True)
-
-    def late_submission_penalty(self, student_id: str, score: float, total_seconds_late: float) -> float | None:
-        """The points taken off a notebook scored ``score`` and submitted ``total_seconds_late`` late."""
-        if not 0.0 <= self.percent_per_day <= 100.0:
-            raise ValueError(f"expected PercentPerDay.percent_per_day between 0 and 100, got {self.percent_per_day}")
-        if total_seconds_late <= 0 or score is None or score <= 0:
-            return None
-        days = math.ceil(total_seconds_late / DAY)
-        share = min(1.0, days * self.percent_per_day / 100.0)
-        penalty = round(score * share, 6)
-        self.log.info("%s is %.0f s late (%d started day(s)): %.4g of %.4g points off",
-                      student_id, total_seconds_late, days, penalty, score)
-        return penalty
 
 
 @dataclass(frozen=True)
@@ -483,172 +382,3 @@ def set_due_dates(layout: CourseLayout, grader, handing_in: list[tuple[str, str]
 
 def _submission_class():
     return SubmittedAssignment
-
-
-# ----------------------------------------------------------------------------- a grading run's penalties
-
-
-def own_due(submission) -> dt.datetime | None:
-    """A submission's own due date, naive UTC (nbgrader's ``duedate``); None when its assignment has none,
-    even if an extension was left behind (nbgrader's ``duedate`` would fail on it)."""
-    return submission.duedate if submission.assignment.duedate is not None else None
-
-
-def seconds_late(submission) -> float:
-    """How late a submission was handed in after its own due date, in seconds (0 when on time or undated)."""
-    due = own_due(submission)
-    if due is None or submission.timestamp is None:
-        return 0.0
-    return max(0.0, (submission.timestamp - due).total_seconds())
-
-
-def _submissions(gradebook) -> list:
-    """Every submission with what :func:`_state` and :func:`settle_penalties` read, in a few queries
-    whatever the class size (nbgrader's defaults would cost several per submission)."""
-
-    return gradebook.db.query(SubmittedAssignment).options(
-        undefer(SubmittedAssignment.score), undefer(SubmittedAssignment.late_submission_penalty),
-        joinedload(SubmittedAssignment.student), joinedload(SubmittedAssignment.assignment),
-        selectinload(SubmittedAssignment.notebooks).undefer(SubmittedNotebook.score)).all()
-
-
-def _state(submission, penalty: float | None = None) -> dict:
-    """What a submission's penalty depends on, and the penalty itself (``penalty`` when given, else the
-    one loaded), as JSON-ready text and numbers."""
-    def text(when):
-        return when.isoformat(sep=" ") + " UTC" if when else None
-
-    penalty = submission.late_submission_penalty if penalty is None else penalty
-    return {"penalty": float(penalty or 0.0), "score": float(submission.score or 0.0),
-            "due": text(submission.assignment.duedate), "own_due": text(own_due(submission)),
-            "extension": submission.extension is not None, "submitted": text(submission.timestamp)}
-
-
-def _states(grader) -> dict[str, dict]:
-    """:func:`_state` of every submission of the gradebook, keyed ``student/assignment``."""
-    with grader.gradebook as gradebook:
-        return {f"{s.student.id}/{s.assignment.name}": _state(s) for s in _submissions(gradebook)}
-
-
-def prepare_deadlines(layout: CourseLayout, grader, handing_in: list[tuple[str, str]]) -> list[str]:
-    """Before a grading run: keep every submission's penalty and deadline (for :func:`settle_penalties`),
-    then write the current due dates and extensions into the gradebook (:func:`set_due_dates`).
-
-    Raises
-    ------
-    ValueError
-        The due-dates file is not valid: nothing is graded until it is.
-    """
-    deadlines = read_due_dates(layout)  # checked before anything changes
-    layout.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-    before = layout.scratch / BEFORE_RUN
-    before.write_text(json.dumps(_states(grader), indent=1))
-    os.chmod(before, 0o600)
-    return set_due_dates(layout, grader, handing_in) if deadlines is not None else []
-
-
-def late_plugin(grader) -> LateSubmissionPlugin:
-    """The course's late-penalty plugin (``c.AssignLatePenalties.plugin_class``), configured as nbgrader would."""
-
-    section = grader.config.AssignLatePenalties
-    cls = section.plugin_class if "plugin_class" in section else PercentPerDay
-    cls = import_item(cls) if isinstance(cls, str) else cls
-    return cls(config=grader.config)
-
-
-def _notebook_penalty(plugin, student: str, notebook, seconds_late: float) -> float | None:
-    """One notebook's penalty as nbgrader's ``AssignLatePenalties`` gives it: the plugin's, kept in [0, score]."""
-    if seconds_late <= 0:
-        return None
-    penalty = plugin.late_submission_penalty(student, notebook.score, seconds_late)
-    return None if penalty is None else min(max(penalty, 0.0), notebook.score)
-
-
-def _why(old: dict, new: dict) -> str:
-    """Why a penalty changed, from what it depended on before and after."""
-    reasons = []
-    if old["due"] != new["due"]:
-        reasons.append(f"due date moved from {old['due']} to {new['due']}")
-    if old["own_due"] != new["own_due"] and new["extension"]:
-        reasons.append(f"extension to {new['own_due']}")
-    elif old["extension"] and not new["extension"]:
-        reasons.append("extension removed")
-    if old["submitted"] != new["submitted"]:
-        reasons.append(f"submitted at {new['submitted']} (was {old['submitted']})")
-    if old["score"] != new["score"]:
-        reasons.append(f"score {old['score']:g} -> {new['score']:g}")
-    return "; ".join(reasons) or "late policy changed"
-
-
-def settle_penalties(layout: CourseLayout, grader) -> dict[tuple[str, str], str]:
-    """After a grading run: every submission's late penalty worked out again, and those that changed.
-
-    Each notebook's penalty comes from the course's plugin (:func:`late_plugin`), the
-    submission's trusted time and the student's own due date (nbgrader's ``duedate``, the
-    assignment's plus the extension), and the notebook's score as it is now. Returns
-    ``{(student, assignment): "old -> new: why"}`` for every penalty that differs from the one
-    the gradebook held before the run (:func:`prepare_deadlines`); a submission graded for the
-    first time is not a change.
-    """
-    plugin = late_plugin(grader)
-    now = {}
-    with grader.gradebook as gradebook:
-        for submission in _submissions(gradebook):
-            late = seconds_late(submission)
-            for notebook in submission.notebooks:
-                notebook.late_submission_penalty = _notebook_penalty(plugin, submission.student.id, notebook, late)
-            penalty = sum(nb.late_submission_penalty or 0.0 for nb in submission.notebooks)
-            now[f"{submission.student.id}/{submission.assignment.name}"] = _state(submission, penalty)
-        gradebook.db.commit()
-    path = layout.scratch / BEFORE_RUN
-    try:
-        before = json.loads(path.read_text())
-    except FileNotFoundError:
-        before = {}
-    except ValueError as exc:
-        raise ValueError(f"expected {path} to be JSON, got {exc}") from None
-    changes = {}
-    for key, new in now.items():
-        old = before.get(key)
-        if old is not None and not math.isclose(old["penalty"], new["penalty"], abs_tol=1e-9):
-            student, assignment = key.split("/", 1)
-            changes[(student, assignment)] = f"{old['penalty']:g} -> {new['penalty']:g}: {_why(old, new)}"
-    path.unlink(missing_ok=True)
-    return changes
-
-
-# ----------------------------------------------------------------------------- the student's notebook
-
-#: how the opening cell of a student's fetched notebook starts its due-date line
-DUE_LINE = "**Due:**"
-
-
-def due_line(when: dt.datetime, extended: bool) -> str:
-    """The line of the opening cell that gives the student their own due date."""
-    stamp = when.strftime("%A %d %B %Y, %H:%M") + f" ({when.strftime('%z')[:3]}:{when.strftime('%z')[3:]})"
-    return f"{DUE_LINE} {stamp}" + (", your extended due date." if extended else ".")
-
-
-def show_due_date(nb, when: dt.datetime | None, extended: bool = False) -> bool:
-    """Put ``when`` into the opening markdown cell of ``nb`` (after its heading), in place.
-
-    A due-date line already there is replaced (or removed when ``when`` is None). Returns whether
-    the cell changed. The cell is the notebook's first markdown cell; it carries no nbgrader
-    checksum, so Validate is unaffected.
-    """
-    cell = next((c for c in nb.cells if c.cell_type == "markdown"), None)
-    if cell is None:
-        return False
-    lines = cell.source.split("\n")
-    for k, line in enumerate(lines):
-        if line.startswith(DUE_LINE):  # an earlier due-date line goes, with the blank line after it
-            del lines[k:k + (2 if lines[k + 1:k + 2] == [""] else 1)]
-            break
-    if when is not None:
-        heading = lines[0].startswith("#")
-        at = (2 if lines[1:2] == [""] else 1) if heading else 0
-        lines[at:at] = [due_line(when, extended), ""]
-    source = "\n".join(lines)
-    changed = source != cell.source
-    cell.source = source
-    return changed
