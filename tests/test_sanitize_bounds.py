@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from rbtutor.grading import allowlist, feedback, mathml, sanitize
+from rbtutor.grading import allowlist, feedback, html_shape, mathml, sanitize
 from rbtutor.grading.config import GRADING
 
 LIMIT = GRADING.sanitize_max_html_depth
@@ -107,7 +107,7 @@ def test_honest_html_is_cleaned_exactly_as_before(parsed):
     formula = mathml.math_to_mathml(r"$$\frac{a_1 + \sqrt{b^2}}{\sum_{i=1}^n x_i^2} \cdot " * 8 + "$$")
     for fragment, kind in ((table, "notebook"), (lists, "page"), (svg, "svg"), (sloppy, "notebook"),
                            (formula, "page")):
-        assert allowlist.shape_problem(fragment) is None, fragment[:60]
+        assert html_shape.shape_problem(fragment) is None, fragment[:60]
         assert allowlist.clean_fragment(fragment, kind) == allowlist.clean_fragment(fragment, kind, checked=True)
     # each went to nh3, twice: read first, then as it was
     assert sum(f in (table, lists, svg, sloppy, formula) for f in parsed) == 10
@@ -122,7 +122,7 @@ def test_honest_html_is_cleaned_exactly_as_before(parsed):
     "<ul><li>" * 300,
 ], ids=["quote", "end-in-value", "svg-breakout", "table-scope", "implied", "lists"])
 def test_tricks_that_hide_depth_from_a_simple_reader_are_caught(fragment):
-    assert allowlist.shape_problem(fragment) is not None
+    assert html_shape.shape_problem(fragment) is not None
 
 
 _PIECES = ["<div>", "</div>", "<b>", "</b>", "<i id=1>", "</i>", "<a>", "</a>", "<p>", "</p>", "<li>", "<ul>",
@@ -140,8 +140,8 @@ def test_what_passes_the_reading_is_no_deeper_than_the_limit_when_parsed(pieces)
     """The reader is cautious: a fragment it lets through never parses deeper than the limit."""
     fragment = "".join(pieces)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(allowlist, "MAX_HTML_DEPTH", 12)
-        passed = allowlist.shape_problem(fragment) is None
+        patch.setattr(html_shape, "MAX_HTML_DEPTH", 12)
+        passed = html_shape.shape_problem(fragment) is None
     if passed:
         assert deepest(_EVERY_TAG.clean(fragment)) <= 12
 
@@ -165,7 +165,7 @@ def test_a_reference_used_thousands_of_times_is_not_rendered():
     text = "[a]: http://example.org/" + "y" * 5_000 + "\n\n" + "[a] " * 300
     html_, removed = mathml.markdown_html(text, "notebook")
     assert len(html_) < 2 * len(text)  # rendered, it would be 1.5 MB
-    assert removed == [f"markdown that renders to more than {allowlist.MAX_HTML_CHARS} characters (shown as text)"]
+    assert removed == [f"markdown that renders to more than {html_shape.MAX_HTML_CHARS} characters (shown as text)"]
 
 
 def test_many_code_blocks_are_read_once_for_math(monkeypatch):

@@ -17,7 +17,7 @@ linear time on runs of marks (80,000 ``[`` take seconds) and a reference link is
 every place that uses it (85 kB of markdown rendered as 100 MB): a text longer than
 :data:`MAX_MARKDOWN_CHARS` is shown as text, a paragraph with more than
 :data:`MAX_INLINE_MARKS` marks is shown literally, and a rendering whose tokens would write more
-than :data:`~.allowlist.MAX_HTML_CHARS` characters is not written. Each such cut is named in
+than :data:`~.html_shape.MAX_HTML_CHARS` characters is not written. Each such cut is named in
 what ``markdown_html`` reports as removed.
 """
 
@@ -32,8 +32,9 @@ from functools import lru_cache, update_wrapper
 import latex2mathml.converter
 from markdown_it import MarkdownIt
 
-from .allowlist import MAX_HTML_CHARS, as_text, clean_fragment, inventory, shape_problem
+from .allowlist import clean_fragment, inventory
 from .config import GRADING
+from .html_shape import MAX_HTML_CHARS, as_text, shape_problem
 
 __all__ = ["math_to_mathml", "prerender_math"]
 
