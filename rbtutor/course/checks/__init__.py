@@ -23,21 +23,19 @@ split, and still is; those of :mod:`.service` are loaded on first use, so import
 package (or :mod:`.core`) loads no web server.
 """
 
+from .attempt_log import LOG_KEEP, LOG_MAX_BYTES, AttemptLog
 from .core import (
     DEFAULTS,
     DRAIN_LIMIT,
     INSTRUCTOR_GROUP,
     KEY_CACHE,
     LOG_FILE,
-    LOG_KEEP,
-    LOG_MAX_BYTES,
     MAX_BODY,
     SERVICE_NAME,
     SETTINGS_FILE,
     STORE_FILE,
     STUCK_AFTER,
     WINDOW,
-    AttemptLog,
     CheckCore,
     CheckRefused,
     Judge,

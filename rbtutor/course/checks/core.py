@@ -13,9 +13,9 @@ reads the counts it keeps in :mod:`.store`.
   judged checks inside the window, per student and answer id, so a restart does not reset
   the limit; tallies for the statistics; checks refused for the limit or the exam switch,
   counted per student, answer id and hour (a flood adds to a count, not to a file).
-* The attempt log (:class:`AttemptLog`): every judged check is appended to
+* The attempt log (:class:`.attempt_log.AttemptLog`): every judged check is appended to
   ``checks/attempts.jsonl`` (time, student, id, passed, diagnosis, and the value sent,
-  for the instructor), rotated at :data:`LOG_MAX_BYTES` with :data:`LOG_KEEP` old files.
+  for the instructor), rotated at :data:`.attempt_log.LOG_MAX_BYTES` with :data:`.attempt_log.LOG_KEEP` old files.
 * Judging (:meth:`Judge.verdict`): the value is judged by
   :func:`rbtutor.grading.judge.judge` against that student's own key
   (:func:`rbtutor.problems.variants.student_key` when the course data switches variants
@@ -35,9 +35,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import re
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,7 +47,8 @@ from ...grading.config import GRADING
 from ...grading.student_ids import id_problem
 from ...problems import read_yaml
 from ...problems.variants import load_course_data, per_student, problem_of, student_key
-from .store import REFUSED_REASONS, CheckStore
+from .attempt_log import AttemptLog
+from .store import CheckStore
 
 SERVICE_NAME = "rbtutor-check"
 #: requests with a longer body are refused (413)
@@ -66,10 +65,6 @@ SETTINGS_FILE = Path("exercises") / "checks.yaml"
 LOG_FILE = Path("checks") / "attempts.jsonl"
 #: the aggregated store: the limit window, the tallies, the refused checks (see :mod:`.store`)
 STORE_FILE = Path("checks") / "summary.sqlite"
-#: the attempt log is rotated when it reaches this size ...
-LOG_MAX_BYTES = 8 * 1024 * 1024
-#: ... keeping this many older files (attempts.jsonl.1 ...), so at most about 32 MiB in all
-LOG_KEEP = 3
 INSTRUCTOR_GROUP = "formgrade-rbtutor"
 _MAX_DEPTH = 4
 
@@ -203,86 +198,6 @@ def reveals(message: str, value) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def _form_patterns(entries: tuple) -> list:
     return [(text, re.compile(r"(?<![\d.])" + re.escape(text) + r"(?![\d])")) for text in printed_forms(entries)]
-
-
-# --------------------------------------------------------------------------- the attempt log
-
-
-class AttemptLog:
-    """Judged attempts as JSON lines in ``path``, for the instructor; rotated so that it stays under a size cap.
-
-    When the file passes ``max_bytes`` it becomes ``attempts.jsonl.1`` (the older ones move
-    up to ``.2`` ... ``.<keep>``, the oldest is deleted), so the log with its rotations never
-    holds much more than ``(keep + 1) * max_bytes``. The limit and the statistics are not
-    read from here (see :mod:`.store`), so a rotation loses neither.
-    """
-
-    def __init__(self, path: Path, max_bytes: int = LOG_MAX_BYTES, keep: int = LOG_KEEP):
-        if max_bytes < 1 or keep < 0:
-            raise ValueError(f"expected max_bytes >= 1 and keep >= 0, got {max_bytes} and {keep}")
-        self.path = Path(path)
-        self.max_bytes = int(max_bytes)
-        self.keep = int(keep)
-        self._lock = threading.Lock()
-
-    def files(self) -> list[Path]:
-        """The log's files that exist, oldest first (the rotations, then the current file)."""
-        rotated = [self.path.with_name(f"{self.path.name}.{n}") for n in range(self.keep, 0, -1)]
-        return [path for path in [*rotated, self.path] if path.exists()]
-
-    def iter_records(self, files: list[Path] | None = None):
-        """Every logged attempt, oldest first (a damaged line is skipped), one at a time."""
-        for path in self.files() if files is None else files:
-            with path.open(encoding="utf-8") as handle:
-                for line in handle:
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(record, dict) and {"student", "id", "epoch"} <= set(record):
-                        yield record
-
-    def records(self) -> list[dict]:
-        """Every logged attempt still kept, oldest first."""
-        return list(self.iter_records())
-
-    def append(self, record: dict) -> None:
-        line = json.dumps(record) + "\n"
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
-                size = handle.tell()
-            if size >= self.max_bytes:
-                self._rotate()
-
-    def _rotate(self) -> None:
-        if self.keep == 0:
-            self.path.unlink()
-            return
-        for n in range(self.keep - 1, 0, -1):
-            older = self.path.with_name(f"{self.path.name}.{n}")
-            if older.exists():
-                older.replace(self.path.with_name(f"{self.path.name}.{n + 1}"))
-        self.path.replace(self.path.with_name(f"{self.path.name}.1"))
-
-    def drop_refused(self) -> None:
-        """Rewrite the current file without the refused-check lines an older service appended (see :mod:`.store`)."""
-        if not self.path.exists():
-            return
-        with self._lock:
-            partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")
-            with self.path.open(encoding="utf-8") as source, partial.open("w", encoding="utf-8") as target:
-                for line in source:
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(record, dict) and record.get("refused") not in REFUSED_REASONS:
-                        target.write(line)
-            partial.replace(self.path)
-            if self.path.stat().st_size >= self.max_bytes:
-                self._rotate()
 
 
 # --------------------------------------------------------------------------- judging one request
