@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import as_array
+from .kinematics import angles_from_entries, euler_angles_from_matrix
 
 #: how far ``|theta|`` may be from 1 where a unit quaternion is required
 UNIT_TOLERANCE = 1e-6
@@ -173,7 +174,6 @@ def euler_angles_of_quaternions(thetas) -> np.ndarray:
     if q.ndim != 2 or q.shape[1] != 4:
         raise ValueError(f"expected thetas of shape (n, 4), got {q.shape}")
     t0, t1, t2, t3 = (q / np.linalg.norm(q, axis=1, keepdims=True)).T
-    from .kinematics import angles_from_entries
 
     return angles_from_entries(1 - 2 * (t2 * t2 + t3 * t3), 2 * (t1 * t2 + t0 * t3), 2 * (t1 * t3 - t0 * t2),
                                 2 * (t2 * t3 + t0 * t1), 1 - 2 * (t1 * t1 + t2 * t2))
@@ -181,7 +181,6 @@ def euler_angles_of_quaternions(thetas) -> np.ndarray:
 
 def to_euler_angles(theta) -> np.ndarray:
     """z-y-x Euler angles ``[phi, theta, psi]`` of a unit quaternion."""
-    from .kinematics import euler_angles_from_matrix
 
     return euler_angles_from_matrix(rotation_matrix_ep(theta))
 

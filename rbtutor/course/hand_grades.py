@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import Grade, MissingEntry
+from sqlalchemy import event as sql_event
 
 from ..grading.report import event
 from .layout import CourseLayout
@@ -81,7 +82,6 @@ def guard_hand_grades() -> None:
     configuration calls it); the readers of the gradebook refuse such grades in any case
     (:func:`hand_grade_problem`).
     """
-    from sqlalchemy import event as sql_event
 
     for column in (Grade.manual_score, Grade.extra_credit):
         if not sql_event.contains(column, "set", refuse_entered):

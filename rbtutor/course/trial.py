@@ -27,9 +27,18 @@ import shutil
 import sys
 import time
 import tokenize
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+import nbformat
+from nbgrader.auth import Authenticator
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeSubmit
+from traitlets.config import Config
+
+from .grade import collect, generate, grade, return_feedback
 from .layout import CourseLayout
+from .nbgrader import api
 
 COURSE_ID = "rbtutor"
 STUDENT = "learner"
@@ -56,7 +65,6 @@ def _grading(cell) -> dict:
 
 def answered(nb, source: Path):
     """The released notebook ``nb`` answered with the worked solution of ``source``, in the student's own text."""
-    import nbformat
 
     solutions = {_grading(c)["grade_id"]: c for c in nbformat.read(source, as_version=4).cells
                  if _grading(c).get("solution")}
@@ -70,7 +78,6 @@ def answered(nb, source: Path):
 
 def exchange_config(course: Path, home: Path):
     """A student's nbgrader configuration for the course's own exchange, working in ``home``."""
-    from traitlets.config import Config
 
     config = Config()
     config.CourseDirectory.course_id = COURSE_ID
@@ -81,9 +88,6 @@ def exchange_config(course: Path, home: Path):
 
 def student_exchange(action: str, course: Path, home: Path, assignment: str, student: str = STUDENT) -> None:
     """``student`` does ``action`` (``fetch``, ``submit`` or ``feedback``) with the course's exchange."""
-    from nbgrader.auth import Authenticator
-    from nbgrader.coursedir import CourseDirectory
-    from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeSubmit
 
     config = exchange_config(course, home)
     coursedir = CourseDirectory(config=config)
@@ -114,8 +118,6 @@ def run_trial(source: CourseLayout, assignment: str, folder: Path, out=sys.stdou
 
     Raises :class:`TrialError` naming the step that failed.
     """
-    from .grade import collect, generate, grade, return_feedback
-    from .nbgrader import api
 
     steps = 6
     layout = new_course(source, assignment, folder)
@@ -137,7 +139,6 @@ def run_trial(source: CourseLayout, assignment: str, folder: Path, out=sys.stdou
         print(f" done ({time.perf_counter() - started:.1f} s)", file=out)
 
     def quietly(command, *args):
-        from contextlib import redirect_stderr, redirect_stdout
 
         with redirect_stdout(quiet), redirect_stderr(quiet):
             return command(*args)
@@ -148,7 +149,6 @@ def run_trial(source: CourseLayout, assignment: str, folder: Path, out=sys.stdou
         return api(layout).release_assignment(assignment)["success"]
 
     def answer() -> None:
-        import nbformat
 
         for path in sorted((home / assignment).glob("*.ipynb")):
             source_nb = layout.exercises / assignment / path.name

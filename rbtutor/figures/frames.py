@@ -59,6 +59,7 @@ def frames_figure(body, hull=COURSE_HULL, pose=_EXAMPLE_POSE):
     >>> [a.get_gid() for a in fig.axes[0].texts if a.get_gid() == "r_G"]
     ['r_G']
     """
+    # deferred: matplotlib.pyplot takes 616 ms to import (-X importtime, 2026-12-06); only plots need it
     import matplotlib.pyplot as plt
 
     body, hull = as_rigid_body(body), as_hull(hull)
@@ -186,6 +187,7 @@ def six_motions_figure(body, hull=COURSE_HULL, length_scale=None):
     >>> sorted(t.get_gid() for t in fig.axes[0].texts if t.get_gid() in ("u", "v", "w"))
     ['u', 'v', 'w']
     """
+    # deferred: matplotlib.pyplot takes 616 ms to import (-X importtime, 2026-12-06); only plots need it
     import matplotlib.pyplot as plt
 
     body, hull = as_rigid_body(body), as_hull(hull)

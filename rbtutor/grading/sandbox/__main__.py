@@ -12,8 +12,10 @@ def _package():
     """This package, loaded without its parents when this file runs as a script."""
     if __package__:
         return sys.modules[__package__]
-    # deferred: only when this file runs as a script, without its package
+    # deferred: needed only when run as a script; importlib.util takes 3 ms to import (-X importtime, 2026-12-06)
     import importlib.util
+
+    # deferred: as importlib.util; pathlib takes 7 ms to import (-X importtime, 2026-12-06)
     from pathlib import Path
 
     folder = Path(__file__).resolve().parent

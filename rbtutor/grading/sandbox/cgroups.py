@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -146,8 +147,6 @@ def _kill_members(group: Path) -> None:
 def remove_group(group: Path | None, wait: float = 5.0) -> None:
     """Remove ``group`` once its kernel has ended; a process still in it is a stray of the sandbox's
     (the sandbox's processes die with its first one) and is killed."""
-    # deferred: the kernel launcher loads this package at every kernel start, so only what runs is imported
-    import time
 
     if group is None:
         return
