@@ -77,3 +77,93 @@ def test_no_module_of_rbtutor_imports_itself_round_a_circle():
                     seen.add(nxt)
                     frontier.append((nxt, (*path, nxt)))
     assert not circles, circles[:5]
+
+
+# Files other helpers edit this round (issue 34, item 3); the lead empties this list when their changes land.
+NOT_YET = {
+    "rbtutor/grading/feedback.py": "imports _clean, _nbgrader, _markdown_html, _source, _is_base64 (now public: "
+                                   "clean_fragment, nbgrader_metadata, markdown_html, cell_source, is_base64)",
+    "rbtutor/course/nbgrader.py": "two sqlalchemy imports in functions without a measured deferral",
+    "rbtutor/course/class_report.py": "hand_grade_problem imported in a function without a measured deferral",
+}
+
+MAX_LINES = 600
+
+
+def _rbtutor_trees():
+    """``(path relative to the root, its lines, its syntax tree)`` for each module of rbtutor."""
+    import ast
+
+    for path in sorted((ROOT / "rbtutor").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        yield path.relative_to(ROOT).as_posix(), text.splitlines(), ast.parse(text)
+
+
+def underscore_imports(tree) -> list[str]:
+    """``from X import _name`` in ``tree`` (``__future__`` aside), as ``"line: X._name"``."""
+    import ast
+
+    return [f"{node.lineno}: {'.' * node.level}{node.module or ''}.{alias.name}"
+            for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module != "__future__"
+            for alias in node.names if alias.name.startswith("_")]
+
+
+def unexplained_local_imports(lines: list[str], tree) -> list[str]:
+    """Imports inside a function with no ``# deferred:`` comment on their line or the line above."""
+    import ast
+
+    found = []
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    near = lines[max(node.lineno - 2, 0):node.lineno]
+                    if not any("# deferred:" in line for line in near):
+                        found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found))
+
+
+def test_no_module_imports_an_underscore_name_of_another():
+    """A name another module needs is public where it is defined (issue 34, item 3)."""
+    found = {path: hits for path, _, tree in _rbtutor_trees()
+             if path not in NOT_YET and (hits := underscore_imports(tree))}
+    assert found == {}
+
+
+def test_every_function_local_import_says_why_it_is_deferred():
+    """An import inside a function has a ``# deferred:`` comment with its measured cost beside it."""
+    found = {path: hits for path, lines, tree in _rbtutor_trees()
+             if path not in NOT_YET and (hits := unexplained_local_imports(lines, tree))}
+    assert found == {}
+
+
+def test_no_module_of_rbtutor_is_over_600_lines():
+    """Each module stays small enough to read as one concern (issue 34, item 3)."""
+    found = {path: len(lines) for path, lines, _ in _rbtutor_trees() if len(lines) > MAX_LINES and path not in NOT_YET}
+    assert found == {}
+
+
+def test_the_checks_above_see_what_they_look_for():
+    """The underscore and local-import checks find what they look for in made-up code, and only that."""
+    import ast
+
+    source = ("from .plan import _size, public\n"
+              "def f():\n"
+              "    import json\n"
+              "    # deferred: numpy takes 90 ms to import\n"
+              "    import numpy\n"
+              "    import csv  # deferred: 1 ms\n")
+    tree = ast.parse(source)
+    assert underscore_imports(tree) == ["1: .plan._size"]
+    assert unexplained_local_imports(source.splitlines(), tree) == ["3: import json"]
+
+
+def test_the_not_yet_list_names_only_files_that_still_need_it():
+    """An entry is removed once its file passes: the list shrinks to nothing, never hides a fixed file."""
+    trees = {path: (lines, tree) for path, lines, tree in _rbtutor_trees()}
+    passing = [path for path in NOT_YET if path in trees
+               and not underscore_imports(trees[path][1])
+               and not unexplained_local_imports(*trees[path])
+               and len(trees[path][0]) <= MAX_LINES]
+    assert passing == []
+    assert set(NOT_YET) <= set(trees)
