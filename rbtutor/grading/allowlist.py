@@ -28,9 +28,7 @@ from html.parser import HTMLParser
 
 import nh3
 
-# the MAX_* limits are read here by rbtutor/grading/config.py ("rbtutor.grading.allowlist:MAX_HTML_DEPTH" ...)
-# until it names html_shape
-from .html_shape import MAX_HTML_CHARS, MAX_HTML_DEPTH, TEXT_SHOWN_CHARS, as_text, shape_problem  # noqa: F401
+from .html_shape import as_text, shape_problem
 
 # --------------------------------------------------------------------------- allow-lists
 
@@ -272,6 +270,3 @@ def clean_and_inventory(fragment: str, kind: str, expected: frozenset[str] = fro
     cleaned = "" if kind == "svg" else as_text(fragment, problem)
     return cleaned, [f"{problem} ({'dropped' if kind == 'svg' else 'shown as text'})"]
 
-
-# Old names, kept only until rbtutor/grading/feedback.py imports the public ones (issue 34); then remove.
-_clean = clean_fragment

@@ -208,14 +208,14 @@ class GradingConfig:
         1.5, unit="× feedback_time_limit", step="feedback", where=("rbtutor.grading.feedback:HARD_TIME_FACTOR",),
         help="Past this multiple of the time limit rendering stops and the page shows the scores only.")
     sanitize_max_html_depth: int = option(
-        128, unit="levels", step="feedback", where=("rbtutor.grading.allowlist:MAX_HTML_DEPTH",),
+        128, unit="levels", step="feedback", where=("rbtutor.grading.html_shape:MAX_HTML_DEPTH",),
         help="HTML whose open elements (re-opened formatting elements included) nest deeper is shown as text, "
              "never parsed.")
     sanitize_max_html_chars: int = option(
-        1_000_000, unit="characters", step="feedback", where=("rbtutor.grading.allowlist:MAX_HTML_CHARS",),
+        1_000_000, unit="characters", step="feedback", where=("rbtutor.grading.html_shape:MAX_HTML_CHARS",),
         help="HTML fragment longer than this (markdown rendered included) is shown as text, never parsed.")
     sanitize_text_shown_chars: int = option(
-        10_000, unit="characters", step="feedback", where=("rbtutor.grading.allowlist:TEXT_SHOWN_CHARS",),
+        10_000, unit="characters", step="feedback", where=("rbtutor.grading.html_shape:TEXT_SHOWN_CHARS",),
         help="Characters of text shown of a fragment that was not parsed; the rest is counted.")
     sanitize_max_markdown_chars: int = option(
         200_000, unit="characters", step="feedback", where=("rbtutor.grading.mathml:MAX_MARKDOWN_CHARS",),

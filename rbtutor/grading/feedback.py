@@ -28,13 +28,13 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from .allowlist import _clean
+from .allowlist import clean_fragment
 from .config import GRADING
-from .grader_notes import _nbgrader, is_grader_note
-from .mathml import Remembered, _markdown_html, _source
+from .grader_notes import is_grader_note, nbgrader_metadata
+from .mathml import Remembered, cell_source, markdown_html
 from .pages import render
 from .protocol import HAND_IN
-from .sanitize import C1_CONTROLS, _is_base64
+from .sanitize import C1_CONTROLS, is_base64
 from .time_bound import time_bound
 
 __all__ = ["PAGE_MAX_BYTES", "PAGE_TIME_LIMIT", "render_bounded", "render_feedback", "write_feedback"]
@@ -75,7 +75,7 @@ def _highlight(source: str, language: str) -> str:
 def _markdown_cell(source: str) -> Markup:
     """A markdown cell's HTML on the page: rendered, math as MathML, sanitised, headings one level down."""
     # Markup: rendered, its math as MathML, and sanitised by .mathml (through .allowlist)
-    return Markup(_markdown_html(source, "page", demote=1)[0])
+    return Markup(markdown_html(source, "page", demote=1)[0])
 
 
 def _plain(text) -> str:
@@ -117,11 +117,11 @@ def _image(mime: str, value, label: str) -> dict | None:
     """An image output as a ``data:`` image (SVG sanitised first), or None when it is not one."""
     text = "".join(value) if isinstance(value, list) else str(value)
     if mime == "image/svg+xml":
-        svg = _clean(text if "<svg" in text else "", "svg")
+        svg = clean_fragment(text if "<svg" in text else "", "svg")
         if not svg:
             return None
         text = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    elif _is_base64(text):
+    elif is_base64(text):
         text = "".join(text.split())
     else:
         return None
@@ -141,9 +141,9 @@ def _display(output, label: str) -> dict | None:
         # Markup: the HTML below comes out of the allowlist sanitiser (.allowlist) or the markdown
         # renderer, which sanitises too (.mathml); it is safe to put on the page as it is.
         if mime == "text/html":
-            return {"kind": "html", "html": Markup(_clean(text, "page"))}
+            return {"kind": "html", "html": Markup(clean_fragment(text, "page"))}
         if mime in ("text/markdown", "text/latex"):
-            return {"kind": "markdown", "html": Markup(_markdown_html(text, "page", demote=3)[0])}
+            return {"kind": "markdown", "html": Markup(markdown_html(text, "page", demote=3)[0])}
         if mime.startswith("image/"):
             image = _image(mime, value, label)
             if image:
@@ -205,7 +205,7 @@ def _comment(comment) -> Markup | None:
     if not comment or not str(comment).strip():
         return None
     # Markup: rendered and sanitised by .mathml, like a student's markdown cell
-    return Markup(_markdown_html(str(comment), "page", demote=5)[0])
+    return Markup(markdown_html(str(comment), "page", demote=5)[0])
 
 
 class FeedbackTimeLimit(Exception):
@@ -290,7 +290,7 @@ def _limit_reached(seconds: float, size: int, time_limit: float | None, max_byte
 def _cell(cell, index: int, scores: dict, level: int, language: str) -> tuple[Markup | None, int, tuple | None]:
     """One cell's section of the page (None for a cell that is neither markdown nor code), the level of the
     last heading after it, and its row of the table of parts when it is graded."""
-    meta = _nbgrader(cell)
+    meta = nbgrader_metadata(cell)
     grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
     graded = bool(grade_id and (meta.get("grade") or meta.get("task") or grade_id in scores))
     anchor = f"cell-{index + 1}"
@@ -304,7 +304,7 @@ def _cell(cell, index: int, scores: dict, level: int, language: str) -> tuple[Ma
         return None, level, row
     markdown, code, outputs = None, None, []
     if kind == "markdown":
-        markdown = _markdown_cell(_source(cell))
+        markdown = _markdown_cell(cell_source(cell))
         headings = re.findall(r"<h([1-6])\b", markdown)
         level = int(headings[-1]) if headings else level
     else:
@@ -329,7 +329,7 @@ def _check_arguments(title, scores) -> None:
 def _code_cell(cell, index: int, meta: dict, graded: bool, grade_id: str | None,
                language: str) -> tuple[dict, list[dict]]:
     """A code cell's source (hidden tests replaced by a note, locked cells folded) and its outputs."""
-    source, _ = _without_hidden_tests(_source(cell))
+    source, _ = _without_hidden_tests(cell_source(cell))
     if meta.get("hidden"):
         source = _HIDDEN_NOTE
     locked = grade_id or "" if meta.get("locked") and not graded and not meta.get("solution") else None

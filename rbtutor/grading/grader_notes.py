@@ -176,6 +176,3 @@ class DropGraderNotes(NbGraderPreprocessor):
 def nbgrader_metadata(cell) -> dict:
     meta = cell.get("metadata", {}).get("nbgrader")
     return meta if isinstance(meta, dict) else {}
-
-# Old names, kept only until rbtutor/grading/feedback.py imports the public ones (issue 34); then remove.
-_nbgrader = nbgrader_metadata

@@ -413,7 +413,3 @@ def prerender_math(nb) -> int:
         cell["source"] = one_line(cleaned)
         count += 1
     return count
-
-# Old names, kept only until rbtutor/grading/feedback.py imports the public ones (issue 34); then remove.
-_markdown_html = markdown_html
-_source = cell_source

@@ -401,6 +401,3 @@ def bound_stored_size(nb, max_bytes: int | None = None) -> list[dict]:
         event.update(kind="stored_size_cut", bytes=sizes[index])
         events.append(event)
     return events
-
-# Old names, kept only until rbtutor/grading/feedback.py imports the public ones (issue 34); then remove.
-_is_base64 = is_base64
