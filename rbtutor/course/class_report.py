@@ -45,6 +45,8 @@ from ..grading.pages import render
 from ..grading.report import REPORT_NAME, terminal_text
 from . import report_charts as charts
 from .export import class_grades
+from .grade_rows import each_submission
+from .hand_grades import hand_grade_problem
 from .layout import CourseLayout
 from .nbgrader import api
 
@@ -149,10 +151,6 @@ def _part_order(layout: CourseLayout, assignment: str) -> list[str]:
 
 def _read_submissions(grader) -> list[dict]:
     """Every graded submission as plain data: student, assignment, lateness, each part's score."""
-    # deferred: it brings in nbgrader (about 3 s to import), needed only here
-    from .grade_rows import each_submission
-    from .hand_grades import hand_grade_problem
-
     rows = []
     with grader.gradebook as gradebook:
         for submission in each_submission(gradebook):

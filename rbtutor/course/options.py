@@ -28,7 +28,7 @@ DEPLOYMENT = (("RBTUTOR_EXCHANGE", "the exchange folder"), ("RBTUTOR_GRADEBOOK",
 
 def course_config(layout: CourseLayout):
     """The traitlets configuration the course's ``nbgrader_config.py`` builds, checked against ``course.toml``."""
-    # deferred: it loads nbgrader_config.py, which imports nbgrader (about 3 s), needed only here
+    # deferred: it loads nbgrader_config.py, which imports nbgrader (3.1 s, python -X importtime 2026-12-06)
     from .nbgrader import load_course_config
 
     return load_course_config(layout)
