@@ -209,7 +209,7 @@ def test_a_bad_due_dates_file_exits_2_before_grading_on_the_cluster(cluster, sma
     (course / "exercises" / "due_dates.yaml").write_text(f"{NAME}: 2030-03-01 12:00\n")  # no time zone
     result = subprocess.run(grade_command(course, cluster.address), capture_output=True, text=True, timeout=600)
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "rbtutor.course grade:" in result.stderr, result.stderr
+    assert "rbtutor grade:" in result.stderr, result.stderr
     assert "time zone" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert "grading " not in result.stdout

@@ -403,7 +403,7 @@ def run_report(layout: CourseLayout) -> int:
     try:
         path = write_class_report(layout)
     except (OSError, ValueError) as exc:
-        print(f"rbtutor.course report: {terminal_text(exc)}", file=sys.stderr)
+        print(f"rbtutor report: {terminal_text(exc)}", file=sys.stderr)
         return 2
     print(f"class report: {path}")
     return 0

@@ -253,14 +253,14 @@ def grade_on_cluster(layout: CourseLayout, address: str, *, worker_timeout: floa
     try:
         client = connect(address)
     except ClusterError as exc:
-        print(f"rbtutor.course grade: {exc}", file=sys.stderr)
+        print(f"rbtutor grade: {exc}", file=sys.stderr)
         return 2
     try:
         try:
             facts = check_workers(client, layout, timeout=worker_timeout)
             wait_for_earlier_run(client)
         except ClusterError as exc:
-            print(f"rbtutor.course grade: {exc}", file=sys.stderr)
+            print(f"rbtutor grade: {exc}", file=sys.stderr)
             return 2
         set_allowed_failures(client, ALLOWED_FAILURES)
         return _grade(client, layout, facts)
@@ -282,7 +282,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
     try:
         grader, work, failures = start_run(layout)
     except ValueError as exc:  # exercises/due_dates.yaml is checked before anything is graded
-        print(f"rbtutor.course grade: {terminal_text(exc)}", file=sys.stderr)
+        print(f"rbtutor grade: {terminal_text(exc)}", file=sys.stderr)
         return 2
     count = len(work) + len(failures)
     hosts = sorted({f["host"] for f in facts.values()})

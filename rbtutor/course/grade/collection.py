@@ -92,7 +92,7 @@ def collect(layout: CourseLayout, assignment: str, clear: tuple[str, ...] = ()) 
     try:
         check_owner = owner_check(api(layout).config)
     except ValueError as exc:
-        print(f"rbtutor.course collect: {exc}", file=sys.stderr)
+        print(f"rbtutor collect: {exc}", file=sys.stderr)
         return 2
     for owner in clear:
         cleared = clear_planted(layout, assignment, owner)

@@ -238,7 +238,7 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
         try:
             grader, work, failures = start_run(layout)
         except ValueError as exc:  # exercises/due_dates.yaml is checked before anything is graded
-            print(f"rbtutor.course grade: {terminal_text(exc)}", file=sys.stderr)
+            print(f"rbtutor grade: {terminal_text(exc)}", file=sys.stderr)
             return 2
         jobs = jobs or default_jobs()
         count = len(work) + len(failures)
