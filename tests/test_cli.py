@@ -166,9 +166,12 @@ def test_release_puts_one_assignment_into_the_exchange_and_refuses_bad_input(tmp
         return status, capsys.readouterr()
 
     status, said = run("problem99")
-    assert status == 2 and said.err.count("\n") == 1 and "expected an assignment of the course (problem03)" in said.err
+    assert status == 2
+    assert said.err.count("\n") == 1
+    assert "expected an assignment of the course (problem03)" in said.err
     status, said = run("problem03")
-    assert status == 2 and "run 'rbtutor assign' first" in said.err
+    assert status == 2
+    assert "run 'rbtutor assign' first" in said.err
     (layout.release / "problem03").mkdir(parents=True)  # what rbtutor assign writes, in short
     shutil.copy2(layout.source_notebook("problem03"), layout.release / "problem03")
     status, said = run("problem03")
@@ -176,6 +179,7 @@ def test_release_puts_one_assignment_into_the_exchange_and_refuses_bad_input(tmp
     assert "students can fetch it now" in said.out
     assert (layout.exchange / "rbtutor" / "outbound" / "problem03" / "problem03.ipynb").is_file()
     status, said = run("problem03")
-    assert status == 1 and "already released; --force releases it again" in said.err, said.err
+    assert status == 1, said.err
+    assert "already released; --force releases it again" in said.err, said.err
     status, said = run("problem03", "--force")
     assert status == 0, said.err

@@ -363,7 +363,9 @@ def test_command_line_lists_unrostered_students_and_fails(graded_class, tmp_path
                    "--out", str(tmp_path / "y.csv"), "--assignments", "problem01,problem99"])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.count("\n") == 1 and "problem99" in err and "expected assignments of the gradebook" in err
+    assert err.count("\n") == 1
+    assert "problem99" in err
+    assert "expected assignments of the gradebook" in err
     assert not (tmp_path / "y.csv").exists()
 
 

@@ -39,6 +39,7 @@ import re
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -422,7 +423,7 @@ def run_loop(browser, passwords):
         s.page.locator("#submitted_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         # the list is redrawn once the submission is in: its button reads Submit again, not "submitting..."
         s.waited("the Submit button back after submitting",
-                 lambda: fetched.locator("button:text-is('Submit')").first.wait_for(timeout=120_000))
+                 partial(fetched.locator("button:text-is('Submit')").first.wait_for, timeout=120_000))
         s.shot(f"06-{student}-submitted")
 
     # --- each student fetched their own numbers, neither the released (instructor's) ones
