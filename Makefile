@@ -79,13 +79,25 @@ $(PROXY): hub/package-lock.json
 	  echo "npm not found: the tests that start a JupyterHub will be skipped (they fail in CI)"; \
 	fi
 
-bootstrap: $(STAMP) $(AXE) $(PROXY)
+# three.js and esbuild (npm registry) for the book's 3D motion viewer: book/_ext/motion3d.py bundles
+# them with its script when the book is written. Into a prefix of their own, .node/motion3d/ (an npm
+# install into .node itself removes the axe-core there). The book cannot be built without them.
+THREE_VERSION := 0.187.0
+ESBUILD_VERSION := 0.28.2
+MOTION3D := .node/motion3d/.installed-three-$(THREE_VERSION)-esbuild-$(ESBUILD_VERSION)
 
-book: $(STAMP)
+$(MOTION3D):
+	@command -v npm >/dev/null || { echo "npm not found: install npm (apt-get install npm); the book's 3D viewer needs three.js from the npm registry" >&2; exit 1; }
+	npm install --prefix .node/motion3d --no-save --no-audit --no-fund --loglevel=error three@$(THREE_VERSION) esbuild@$(ESBUILD_VERSION)
+	touch $@
+
+bootstrap: $(STAMP) $(AXE) $(PROXY) $(MOTION3D)
+
+book: $(STAMP) $(MOTION3D)
 	$(JB_BUILD)
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
-test: $(STAMP) $(AXE) $(PROXY)
+test: $(STAMP) $(AXE) $(PROXY) $(MOTION3D)
 	$(PY) -m pytest
 
 # Every benchmark runs, even after one misses a target; then the status is 1 if any did.
@@ -111,7 +123,7 @@ EDITION ?= student
 PDF := _build/pdf/rbtutor$(if $(filter instructor,$(EDITION)),-instructor).pdf
 JB_SINGLEHTML := jb build . --all -W --keep-going --builder singlehtml --path-output _build/pdf
 
-pdf: $(STAMP)
+pdf: $(STAMP) $(MOTION3D)
 	$(JB_SINGLEHTML)
 	$(PY) book/_ext/print_pdf.py _build/pdf/_build/singlehtml/index.html $(PDF) --edition $(EDITION)
 
