@@ -695,3 +695,21 @@ def test_feedback_is_never_returned_to_a_refused_id(small_course, capsys):
     assert "not returning problem03 feedback to [A-Z]*: the student id starts with '['" in err
     assert "feedback returned to 0 students" in out
     assert not (small_course / "exchange" / "rbtutor" / "outbound").exists()
+
+
+def test_feedback_for_a_hand_made_entry_says_what_is_missing(small_course, capsys):
+    """A submission put into submitted/ by hand has no submission time: returning its feedback fails
+    with the file named in the course and what to do, never a raw '[Errno 2]'; counts are plural-right."""
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.grade import return_feedback
+
+    layout = CourseLayout(small_course)
+    layout.exchange.mkdir(mode=0o777, exist_ok=True)
+    (layout.feedback("student1", NAME)).mkdir(parents=True)
+    (layout.feedback("student1", NAME) / f"{NAME}.html").write_text("<p>x</p>")
+    assert return_feedback(layout) == 1
+    out, err = capsys.readouterr()
+    assert "[Errno" not in err, err
+    assert f"could not return {NAME} feedback to student1: feedback/student1/{NAME}/timestamp.txt is missing" in err
+    assert "put into submitted/ by hand" in err
+    assert f"{NAME}: feedback returned to 0 students of 1" in out

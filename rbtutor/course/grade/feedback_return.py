@@ -98,10 +98,24 @@ def return_feedback(layout: CourseLayout) -> int:
             try:
                 release.start()
             except Exception as exc:  # noqa: BLE001 - nbgrader raises ExchangeError and plain OSError alike
-                print(f"could not return {name} feedback to {student}: {terminal_text(exc)}", file=sys.stderr)
+                print(f"could not return {name} feedback to {student}: {_why(exc, layout)}", file=sys.stderr)
                 failures += 1
                 continue
             returned += 1
         if students:
-            print(f"{name}: feedback returned to {returned} students", flush=True)
+            print(f"{name}: feedback returned to {returned} student{'' if returned == 1 else 's'}"
+                  + (f" of {len(students)}" if returned != len(students) else ""), flush=True)
     return 1 if failures else 0
+
+
+def _why(exc: Exception, layout: CourseLayout) -> str:
+    """What went wrong, in words: a missing or unreadable file by its path in the course (a submission
+    put into submitted/ by hand, not through the exchange, has no timestamp.txt), else the message."""
+    if isinstance(exc, OSError) and exc.filename:
+        path = Path(exc.filename)
+        shown = path.relative_to(layout.root) if path.is_relative_to(layout.root) else path
+        what = "is missing" if isinstance(exc, FileNotFoundError) else f"cannot be used ({exc.strerror})"
+        hint = (" (a submission put into submitted/ by hand has no submission time; give it one, or "
+                "collect it from the exchange)") if path.name == "timestamp.txt" else ""
+        return terminal_text(f"{shown} {what}{hint}")
+    return terminal_text(str(exc))
