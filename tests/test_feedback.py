@@ -579,8 +579,8 @@ def test_points_totals_and_comments(page):
     soup = BeautifulSoup(page, "html.parser")
     assert soup.find("p", class_="total").get_text() == "Total: 1 / 4 points (1 part awaiting hand grading)"
     rows = [[td.get_text() for td in tr.find_all("td")] for tr in soup.select("table tbody tr")]
-    assert rows == [["p3_b_K", "0 / 2 points"], ["p3_c_phi_rad", "1 / 1 points"],
-                    ["p3_c_direction", "awaiting grading / 1 points"]]
+    assert rows == [["p3_b_K", "0 / 2 points"], ["p3_c_phi_rad", "1 / 1 point"],
+                    ["p3_c_direction", "awaiting grading / 1 point"]]
     assert soup.select_one("#cell-3 .points").get_text() == "0 / 2 points"
     comment = soup.select_one("#cell-4 .comment")
     assert comment.find("math") is not None

@@ -106,11 +106,16 @@ def _number(value) -> str:
     return f"{float(value):g}"
 
 
+def _points_word(maximum) -> str:
+    """``point`` after a maximum of exactly 1 (``1 / 1 point``), ``points`` otherwise."""
+    return "point" if float(maximum) == 1 else "points"
+
+
 def _points_text(entry) -> str:
     score, max_score = entry[0], entry[1]
     if score is None:
-        return f"awaiting grading / {_number(max_score)} points"
-    return f"{_number(score)} / {_number(max_score)} points"
+        return f"awaiting grading / {_number(max_score)} {_points_word(max_score)}"
+    return f"{_number(score)} / {_number(max_score)} {_points_word(max_score)}"
 
 
 def _image(mime: str, value, label: str) -> dict | None:
