@@ -354,3 +354,21 @@ def test_no_task_of_a_cell_outlives_it():
     assert "LEFT 0" in done.stdout, done.stdout
     assert "never retrieved" not in done.stderr, done.stderr
     assert "was destroyed" not in done.stderr, done.stderr
+
+
+def test_the_memory_bound_is_said_once_though_each_kernel_words_it_its_own_way(capsys):
+    """Where no cgroup can be made, each kernel's launcher gives the reason with its own group's name:
+    the grader says how memory is bounded once per process, not once per kernel."""
+    import logging
+
+    from rbtutor.grading.execute import preprocessor
+
+    preprocessor._said.discard("memory")
+    bounded = preprocessor.BoundedExecute()
+    bounded.log = logging.getLogger("test-memory-once")
+    for pid in (101, 102, 103):
+        bounded._report_kernel({"memory": f"per process only (RLIMIT_AS): no cgroup could be made: "
+                                          f"mkdir rbtutor-kernel-{pid}: Permission denied"})
+    err = capsys.readouterr().err
+    assert err.count("kernels' memory is bounded per process only") == 1, err
+    assert "rbtutor-kernel-101" in err

@@ -63,10 +63,14 @@ async def end_tasks(tasks) -> list:
 _said: set[str] = set()  # what this process has already said about how its kernels start
 
 
-def _say_once(log, text: str) -> None:
-    """``text`` (the grader's own words) in the log and on this process's stderr, the first time only."""
-    if text not in _said:
-        _said.add(text)
+def _say_once(log, text: str, topic: str | None = None) -> None:
+    """``text`` (the grader's own words) in the log and on this process's stderr, the first time only.
+
+    ``topic``: say only the first text of that topic, when the texts differ from kernel to kernel (a
+    reason that names each kernel's own cgroup) but say the same thing."""
+    key = topic or text
+    if key not in _said:
+        _said.add(key)
         log.warning(text)
         print(text, file=sys.stderr, flush=True)
 
@@ -280,7 +284,7 @@ class BoundedExecute(Events, Execute):
             _say_once(self.log, f"rbtutor: kernels start from nothing in this process from now on: {notice}")
             os.environ.pop("RBTUTOR_ZYGOTE", None)
         if record.get("memory", "").startswith("per process"):
-            _say_once(self.log, f"rbtutor: kernels' memory is bounded {record['memory']}")
+            _say_once(self.log, f"rbtutor: kernels' memory is bounded {record['memory']}", topic="memory")
 
     def _course_root(self) -> str | None:
         try:
