@@ -711,3 +711,37 @@ def test_a_copy_moved_out_of_the_solution_cells_is_found_and_said_so(mover_repor
     assert "(HeelFn)" in top_pair
     assert "mover: the solution cells hold no code of their own" in page
     assert "mover: 100%" in page[:first], "the table of pairs says it too"
+
+
+def test_underscores_stay_visible_under_the_highlight():
+    """Seen on the hub: under the page's highlight, z_G read "z G" (the next line's highlight and the
+    outline covered the underscores). Rendered with the page's own CSS in Chromium, highlighted code
+    with underscores must look different from the same code with spaces in their place."""
+    import io
+    import re
+
+    from conftest import CHROMIUM, chromium_available
+    from PIL import Image, ImageChops
+
+    if not chromium_available():
+        pytest.skip(f"no usable Chromium at {CHROMIUM}")
+    from playwright.sync_api import sync_playwright
+
+    template = (Path(__file__).resolve().parents[1] / "rbtutor" / "grading" / "pages" / "templates"
+                / "similarity.html").read_text()
+    css = re.search(r"\{% block style %\}(.*?)\{% endblock %\}", template, re.S).group(1)
+    code = "z_G = m * a_b\nx_y = r_g + z_G\nw_w = 1"
+
+    def shot(text: str) -> Image.Image:
+        page.set_content(f"<html><head><style>{css}</style></head><body><pre><mark>{text}</mark></pre></body></html>")
+        box = page.locator("pre").bounding_box()
+        return Image.open(io.BytesIO(page.screenshot(clip=box))).convert("RGB")
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        page = browser.new_page(device_scale_factor=1)
+        with_underscores, with_spaces = shot(code), shot(code.replace("_", " "))
+        browser.close()
+    difference = ImageChops.difference(with_underscores, with_spaces)
+    dark = sum(1 for pixel in difference.get_flattened_data() if max(pixel) > 100)
+    assert dark >= 5 * code.count("_"), f"the underscores under the highlight show as {dark} changed pixels"
