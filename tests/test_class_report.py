@@ -286,10 +286,18 @@ def test_page_opens_in_chromium_without_errors(graded):
             images: [...document.images].map(i => ({alt: i.alt, width: i.naturalWidth, done: i.complete})),
             title: document.title, h2: [...document.querySelectorAll('h2')].map(h => h.textContent)}))()""")
         events = browser.events[since:]
+        browser.send("Emulation.setDeviceMetricsOverride",
+                     {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+        broken = browser.evaluate("""[...document.querySelectorAll('td')]
+            .filter(td => /^[A-Za-z0-9_.-]+$/.test(td.textContent.trim()))
+            .filter(td => { const r = document.createRange(); r.selectNodeContents(td);
+                            return r.getClientRects().length > 1; })
+            .map(td => td.textContent)""")
+    assert broken == [], f"ids split across lines at 390 px: {broken}"
     assert state["pwned"] == "undefined"
     assert state["scripts"] == 0
     assert state["title"] == "Class report"
-    assert state["h2"] == [NAME]
+    assert state["h2"] == ["Summary", NAME]
     assert len(state["images"]) == 2
     assert all(i["done"] and i["width"] > 100 and i["alt"] for i in state["images"])
     errors = [e for e in events if e.get("method") in ("Runtime.exceptionThrown", "Runtime.consoleAPICalled")
@@ -324,3 +332,32 @@ def test_a_hand_grade_that_is_not_a_number_is_named_not_counted(bad_hand_grades)
         assert re.search(rf"{student} problem01/p1_\w+: ", named), student
     found = re.search(r"\binf\b|\bnan\b", text.replace(named, ""), re.I)  # as a score: nowhere
     assert not found, text[found.start() - 80:found.end() + 40]
+
+
+def test_the_report_opens_with_a_summary_and_shows_only_released_assignments(graded):
+    """The page starts with the class's numbers; an assignment of the gradebook that nobody has been
+    given or handed in has no section (it had one of empty tables), and has one once it is released."""
+    from rbtutor.course.class_report import class_results, render_page
+    from rbtutor.course.layout import CourseLayout
+
+    course, _ = graded
+    layout = CourseLayout(course)
+    grader = api(course)
+    with grader.gradebook as gradebook:
+        if "problem07" not in {a.name for a in gradebook.assignments}:
+            gradebook.add_assignment("problem07")
+    results = class_results(layout, grader)
+    assert [r.name for r in results] == [NAME]
+    page = render_page(results, "now")
+    summary = page[page.index('<section id="summary"'):page.index("</section>")]
+    graded_count = len(results[0].final_scores)
+    assert f"<li>{graded_count} submissions graded</li>" in summary
+    assert f"<li>{len(results[0].late)} late</li>" in summary
+    assert "The hardest parts" in summary
+    assert f"{NAME} " in summary
+    outbound = layout.exchange / "rbtutor" / "outbound" / "problem07"
+    outbound.mkdir(parents=True)
+    try:
+        assert [r.name for r in class_results(layout, api(course))] == [NAME, "problem07"]
+    finally:
+        shutil.rmtree(outbound)

@@ -234,7 +234,31 @@ def class_results(layout: CourseLayout, grader, failures=()) -> list[AssignmentR
         if entry.get("events"):
             results.setdefault(str(entry.get("assignment")), AssignmentResult(str(entry.get("assignment")), 0.0))
             results[str(entry.get("assignment"))].flags.append(entry)
-    return [results[name] for name in sorted(results)]
+    # an assignment neither released nor handed in has nothing to report: no section of empty tables
+    released = set(grader.get_released_assignments())
+    return [results[name] for name in sorted(results)
+            if name in released or results[name].final_scores or results[name].not_graded or results[name].flags]
+
+
+#: parts named in the summary's list of the hardest
+HARDEST = 5
+
+
+def class_summary(results: list[AssignmentResult]) -> dict:
+    """The numbers the page opens with, over every assignment shown: submissions graded, late,
+    with written parts still to grade, not graded, flagged, and the parts with the lowest pass rate."""
+    parts = [(part.pass_rate, result.name, part) for result in results for part in result.parts.values()
+             if part.pass_rate is not None]
+    hardest = sorted(parts, key=lambda item: (item[0], item[1], item[2].grade_id))[:HARDEST]
+    return {
+        "graded": sum(len(r.final_scores) for r in results),
+        "late": sum(len(r.late) for r in results),
+        "to_grade": sum(len(r.pending) for r in results),
+        "not_graded": sum(len(r.not_graded) for r in results),
+        "flagged": sum(len({str(f.get("student")) for f in r.flags}) for r in results),
+        "hardest": [f"{name} {part.grade_id}: {part.full} of {part.graded} full marks ({rate:.0%})"
+                    for rate, name, part in hardest],
+    }
 
 
 def _count_part(layout: CourseLayout, result: AssignmentResult, student: str, part: dict, cells: dict) -> None:
@@ -377,7 +401,7 @@ def assignment_section(result: AssignmentResult) -> dict:
 def render_page(results: list[AssignmentResult], generated: str) -> str:
     """The whole page (template ``class_report.html``): one section per assignment, with a table of contents."""
     return render("class_report.html", title="Class report", generated=generated,
-                  sections=[assignment_section(r) for r in results])
+                  summary=class_summary(results), sections=[assignment_section(r) for r in results])
 
 
 def write_class_report(layout: CourseLayout, grader=None, failures=()) -> Path:
