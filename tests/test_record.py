@@ -454,13 +454,23 @@ def test_a_changed_answer_loses_its_hand_grade_and_shows_the_old_one(record_clas
     assert events[0]["grade_id"] == reset[0].name
 
 
+def _rendered(markdown: str) -> str:
+    """The report as JupyterLab or a forge would show it (CommonMark with GFM tables)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("gfm-like").render(markdown)
+
+
 def test_the_report_shows_hostile_text_as_text(record_class):
+    """Readable as written in an editor (no character references) and inert when rendered."""
     course = record_class[0]
     text = (course / "integrity_report.md").read_text()
-    assert "<img" not in text
-    assert "&#60;img src=x onerror=alert(1)&#62;" in text
+    assert "`<img src=x onerror=alert(1)>`" in text
+    assert "&#" not in text
     assert "\x1b" not in text
-    assert "[A-Z]" not in text
+    page = _rendered(text)
+    assert "<img" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
 def test_grades_csv_cells_are_never_formulas(record_class, tmp_path):
@@ -554,12 +564,15 @@ def test_escaping_where_student_text_lands():
         assert csv_cell(f"{start}1+1") == f"'{start}1+1"
     assert csv_cell("ann") == "ann"
     assert csv_cell("3.5") == "3.5"
-    shown = markdown_text("<script>x</script> ![t](http://e/x.png) | `c` \\ \n")
-    assert "<" not in shown
-    assert "![" not in shown
+    hostile = "<script>x</script> ![t](http://e/x.png) | `c` \\ \n"
+    shown = markdown_text(hostile)
     assert "\n" not in shown
-    assert "\\" not in shown.replace("\\|", "")
     assert shown.count("|") == shown.count("\\|") == 1
+    cell = _rendered(f"| a |\n| --- |\n| {shown} |")
+    assert "<script" not in cell
+    assert "<img" not in cell
+    assert "<a " not in cell
+    assert "&lt;script&gt;x&lt;/script&gt; ![t](http://e/x.png) | `c` \\ \\n" in cell  # every character kept
     assert terminal_text("a\x1b[31mb\rc\u202ed\x00") == "a\\x1b[31mb\\rc\\u202ed\\x00"
 
 
@@ -569,9 +582,11 @@ def test_markdown_report_escapes_every_column(tmp_path):
     record = {"student": "<b>x</b>", "assignment": "a|b", "notebook": "<i>n</i>",
               "stages": {"scan": [{"kind": "k<", "message": "m <script>", "cell": "<c>", "grade_id": "[g](j:x)"}]}}
     text = write_integrity_report(tmp_path, events=[record]).read_text()
-    assert "<" not in text
-    assert "](j:" not in text
-    assert "&#60;b&#62;x&#60;/b&#62;" in text
+    assert "`<b>x</b>`" in text
+    page = _rendered(text)
+    for tag in ("<b>", "<i>", "<script", "<c>", "<a "):
+        assert tag not in page, tag
+    assert "&lt;b&gt;x&lt;/b&gt;" in page
 
 
 def test_owner_check_setting_is_nbgraders():

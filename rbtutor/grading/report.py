@@ -9,8 +9,8 @@ gathers those files into ``integrity_report.md`` and ``integrity_report.json`` a
 the course root.
 
 What a student wrote (ids, file and cell names, text quoted in messages) is escaped where it
-lands, by the three helpers here: :func:`markdown_text` for the report (what would start a tag,
-an entity, a link or an image becomes a character reference), :func:`csv_cell` for spreadsheets (a cell that a
+lands, by the three helpers here: :func:`markdown_text` for the report (text that would start a tag,
+an entity, a link or an image is written as a code span), :func:`csv_cell` for spreadsheets (a cell that a
 spreadsheet would read as a formula gets a leading ``'``, as OWASP advises against CSV
 injection) and :func:`terminal_text` for progress lines (control characters, such as
 terminal escape sequences and carriage returns, are shown as escapes, never sent).
@@ -30,9 +30,9 @@ REPORT_NAME = "integrity_report"
 
 # --------------------------------------------------------------------------- escaping
 
-#: characters that start HTML (tags, entities) or markdown links and images, and the backslash,
-#: written as numeric character references; a table cell's ``|`` is escaped as ``\|``
-_MARKUP = {**{ord(c): f"&#{ord(c)};" for c in "&<>[]\\"}, ord("|"): "\\|"}
+#: characters that start HTML (tags, entities), markdown links and images, escapes or code spans: text
+#: holding one is written as a code span, in which markdown reads nothing (a cell's ``|`` still as ``\|``)
+_MARKUP = frozenset("&<>[]\\`")
 #: first characters a spreadsheet reads as the start of a formula (OWASP, CSV injection)
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -54,14 +54,32 @@ def terminal_text(value: object) -> str:
 
 
 def markdown_text(value: object) -> str:
-    r"""``value`` as inert text in a markdown table cell: no tag, link or image, one line.
+    r"""``value`` as inert text in a markdown table cell or heading: no tag, link or image, one line.
 
-    Emphasis characters (``* _ ~``) are left alone: at worst they change how text looks.
+    Text that holds a character markdown or HTML would act on is written as a code span, fenced with
+    one backtick more than its longest run of backticks, so it reads as written in an editor and
+    renders as the same characters; other text is left as it is (emphasis characters ``* _ ~`` at
+    worst change how it looks). A ``|`` is escaped as ``\|`` either way, as a table cell needs.
 
     >>> print(markdown_text("<img src=x onerror=alert(1)> | [a](javascript:x)"))
-    &#60;img src=x onerror=alert(1)&#62; \| &#91;a&#93;(javascript:x)
+    `<img src=x onerror=alert(1)> \| [a](javascript:x)`
+    >>> print(markdown_text("the kernel wrote 12 bytes"))
+    the kernel wrote 12 bytes
     """
-    return terminal_text(value).translate(_MARKUP)
+    text = terminal_text(value)
+    if not _MARKUP.intersection(text):
+        return text.replace("|", "\\|")
+    fence = "`" * (_longest_backticks(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or text.startswith(" ") else ""
+    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+def _longest_backticks(text: str) -> int:
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return longest
 
 
 #: categories of characters a reader does not see before a cell's text (format characters such as the
