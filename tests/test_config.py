@@ -182,7 +182,7 @@ def test_with_no_file_configure_gives_every_settable_option_its_default(tmp_path
     """No course.toml: the grading run's configuration holds every trait option at its declared default (also
     nbgrader's own Execute.timeout, whose class default differs), and the launcher reads the default limits."""
     from rbtutor.course.nbgrader import configure
-    from rbtutor.grading.sandbox.plan import _size, kernel_limits
+    from rbtutor.grading.sandbox.plan import kernel_limits, size_from_env
 
     c = Config()
     configure(c, scratch_course(tmp_path))
@@ -191,7 +191,7 @@ def test_with_no_file_configure_gives_every_settable_option_its_default(tmp_path
             assert c[cls][trait] == getattr(GRADING, spec.name), f"c.{cls}.{trait}"
     limits = kernel_limits(os.getuid())
     assert (limits["as"], limits["fsize"]) == (GRADING.sandbox_memory, GRADING.sandbox_fsize)
-    assert _size("RBTUTOR_KERNEL_TREE_MEMORY", -1) == GRADING.sandbox_tree_memory
+    assert size_from_env("RBTUTOR_KERNEL_TREE_MEMORY", -1) == GRADING.sandbox_tree_memory
 
 
 COURSE_TOML = """# a course's settings
@@ -219,7 +219,7 @@ def test_a_course_toml_value_reaches_the_readers_of_a_grading_run(tmp_path, clea
     from rbtutor.course.nbgrader import api
     from rbtutor.grading.execute import BoundedExecute
     from rbtutor.grading.outputs import CapOutput
-    from rbtutor.grading.sandbox.plan import _size, _tasks_of, kernel_limits
+    from rbtutor.grading.sandbox.plan import _tasks_of, kernel_limits, size_from_env
 
     config = api(scratch_course(tmp_path, COURSE_TOML)).config
     execute = BoundedExecute(config=config)
@@ -232,7 +232,7 @@ def test_a_course_toml_value_reaches_the_readers_of_a_grading_run(tmp_path, clea
     assert limits["as"] == 3 * 2**30
     assert before + 17 <= limits["nproc"] <= _tasks_of(uid) + 17 + 8  # the count of tasks may move a little
     assert limits["fsize"] == GRADING.sandbox_fsize  # not set: the default
-    assert _size("RBTUTOR_KERNEL_TREE_MEMORY", -1) == 2**30  # read by the launcher (run_kernel)
+    assert size_from_env("RBTUTOR_KERNEL_TREE_MEMORY", -1) == 2**30  # read by the launcher (run_kernel)
     # what the launcher is given: the grader's environment, as BoundedExecute passes it on
     launched = subprocess.run([sys.executable, "-c", "import os; from rbtutor.grading.sandbox.plan import "
                                "kernel_limits; print(kernel_limits(os.getuid())['as'])"],
