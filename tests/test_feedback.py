@@ -760,3 +760,45 @@ def test_c1_controls_never_reach_the_stored_notebook():
     assert nb.cells[0].source.startswith("Intro 2J markdown")
     assert nb.cells[1].outputs[0]["text"] == "out 31m stream"
     assert nb.cells[1].outputs[1]["data"]["text/plain"] == "plain  value"
+
+
+def test_what_the_sanitiser_removes_is_said_where_it_was():
+    """The Formgrader showed an answer the sanitiser emptied as an empty box: a line now says what was
+    taken out, in the markdown cell and in the HTML output; clean content gets no such line."""
+    import nbformat
+
+    from rbtutor.grading.sanitize import sanitize_notebook
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("<script>alert(1)</script>"),
+                nbformat.v4.new_markdown_cell("The roll moment is <b>large</b>."),
+                nbformat.v4.new_code_cell("x")]
+    nb.cells[2].outputs = [nbformat.v4.new_output(
+        "display_data", data={"text/html": "<b>hi</b><img src=x onerror=alert(1)>"})]
+    sanitize_notebook(nb)
+    assert "Removed by the grader before showing: &lt;script&gt;." in nb.cells[0].source
+    assert "Removed by the grader" not in nb.cells[1].source
+    shown = nb.cells[2].outputs[0].data["text/html"]
+    assert shown.startswith("<b>hi</b>")
+    assert "Removed by the grader before showing: onerror attribute" in shown
+
+
+def test_the_locked_helper_cell_is_shown_as_one_line():
+    """A submission opened on 150 lines of the course's helpers: the stored notebook keeps one line
+    saying what the cell is; the student's cells are untouched."""
+    import nbformat
+
+    from rbtutor.course.render import helpers_source
+    from rbtutor.grading.protocol import HELPERS_ID
+    from rbtutor.grading.sanitize import sanitize_bounded
+
+    nb = nbformat.v4.new_notebook()
+    helpers = nbformat.v4.new_code_cell(helpers_source())
+    helpers.metadata["nbgrader"] = {"grade_id": HELPERS_ID, "locked": True, "grade": False, "solution": False}
+    student = nbformat.v4.new_code_cell("K = 2.16e6  # course_helpers is only a name here")
+    nb.cells = [helpers, student]
+    sanitize_bounded(nb)  # what the grading run does to the notebook it stores
+    lines = len(helpers_source().splitlines())
+    assert nb.cells[0].source == (f"# The course's locked helper cell ({lines} lines: check_form, hand_in, check), "
+                                  "as released; restored before grading, so not the student's.")
+    assert nb.cells[1].source == "K = 2.16e6  # course_helpers is only a name here"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ctypes
+import html
 import json
 import os
 import re
@@ -45,6 +46,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from .allowlist import SVG_TAGS, clean_and_inventory
 from .config import GRADING
 from .mathml import cell_source, markdown_html, one_line, prerender_math
+from .protocol import HELPERS_ID
 from .report import Events
 
 __all__ = ["MAX_STORED_BYTES", "SAFE_MIME_TYPES", "SANITIZE_TIME_LIMIT", "SanitizeError", "SanitizeNotebook",
@@ -108,6 +110,25 @@ def _event(message: str, index: int, cell, removed: list[str]) -> dict:
     return event
 
 
+def fold_helpers(nb) -> None:
+    """The locked helper cell (``course_helpers``, restored from the released notebook before the
+    notebook ran, so never the student's) shown as one comment line, so that a submission opens
+    on the student's work in the Formgrader and the feedback page rather than on 150 lines of ours."""
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader") if isinstance(cell, dict) else None
+        if isinstance(meta, dict) and meta.get("grade_id") == HELPERS_ID and cell.get("cell_type") == "code":
+            lines = len(cell_source(cell).splitlines())
+            cell["source"] = (f"# The course's locked helper cell ({lines} lines: check_form, hand_in, check), "
+                              "as released; restored before grading, so not the student's.")
+
+
+def removed_note(removed: list[str]) -> str:
+    """The line left where active content was taken out, so that a grader looking at the cell sees
+    that something was there (``Removed by the grader before showing: <script>, onerror attribute``)."""
+    return (f'<p class="rbtutor-removed"><em>Removed by the grader before showing: '
+            f"{html.escape(', '.join(removed))}.</em></p>")
+
+
 def _sanitize_output(output) -> tuple[list[str], list[str]]:
     """Clean one output in place; return the MIME types dropped and the active content removed."""
     data = output.get("data")
@@ -124,10 +145,12 @@ def _sanitize_output(output) -> tuple[list[str], list[str]]:
         text = "".join(value) if isinstance(value, list) else str(value)
         if kind == "markdown":
             cleaned, found = markdown_html(text, "notebook")
-            data[mime] = one_line(cleaned)
+            data[mime] = one_line(cleaned + (removed_note(found) if found else ""))
         else:
             data[mime], found = clean_and_inventory(text, "svg" if kind == "svg" else "notebook",
                                                      SVG_TAGS if kind == "svg" else frozenset())
+            if found and kind == "html":
+                data[mime] += removed_note(found)
         removed += [f"{what} in {mime}" for what in found]
     for mime in ("image/png", "image/jpeg", "image/gif"):
         if mime in data and not is_base64(data[mime]):
@@ -154,7 +177,9 @@ def sanitize_notebook(nb) -> list[dict]:
 
     Markdown cells (and raw cells) whose source holds HTML, an entity or a suspicious scheme
     are replaced by their sanitised rendering, one raw HTML line in a
-    ``<div class="rbtutor-sanitised tex2jax_ignore">``, with the math as MathML; other
+    ``<div class="rbtutor-sanitised tex2jax_ignore">``, with the math as MathML, and where
+    something was taken out a line says what (:func:`removed_note`), so the Formgrader never
+    shows an empty box without saying why; other
     markdown cells are left as written (markdown images are rewritten too: only
     ``data:`` images stay). Outputs keep only :data:`SAFE_MIME_TYPES` (and the
     course's ``application/vnd.rbtutor.*`` payloads): ``application/javascript``, widget,
@@ -200,9 +225,11 @@ def sanitize_notebook(nb) -> list[dict]:
                 continue
             if kind == "markdown":
                 cleaned, removed = markdown_html(source, "notebook")
-                cell["source"] = one_line(cleaned)
+                cell["source"] = one_line(cleaned + (removed_note(removed) if removed else ""))
             else:
                 cell["source"], removed = clean_and_inventory(source, "notebook")
+                if removed:
+                    cell["source"] += removed_note(removed)
             if removed:
                 events.append(_event(f"cell {index}: removed from a {kind} cell: {', '.join(removed)}",
                                      index, cell, removed))
@@ -250,13 +277,15 @@ class SanitizeTimeLimit(SanitizeError):
 
 def _clean_all(nb) -> list[dict]:
     events = sanitize_notebook(nb)
+    fold_helpers(nb)
     prerender_math(nb)
     return events + bound_stored_size(nb)
 
 
 def sanitize_bounded(nb, time_limit: float = SANITIZE_TIME_LIMIT) -> list[dict]:
-    """:func:`sanitize_notebook`, :func:`~.mathml.prerender_math` and :func:`bound_stored_size`, in a
-    child process killed after ``time_limit`` seconds; ``nb`` is changed in place as they would.
+    """:func:`sanitize_notebook`, :func:`fold_helpers`, :func:`~.mathml.prerender_math` and
+    :func:`bound_stored_size`, in a child process killed after ``time_limit`` seconds; ``nb`` is changed
+    in place as they would.
 
     The child is a fork of this process (it inherits the code and the caches); it sends the
     cleaned notebook and the events back through a pipe as JSON. However long one call inside
