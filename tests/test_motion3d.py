@@ -143,8 +143,9 @@ def test_body_surface_is_closed_and_outward(scene):
 
 def test_description_states_the_computed_ranges(scene):
     """The screen-reader text gives the duration, frame count and the range of each angle from the data."""
-    text = motion3d.describe(scene)
-    assert f"over {scene.t[-1]:g} s in {len(scene.t)} frames" in text
+    overview, text = motion3d.describe(scene)
+    assert f"over {scene.t[-1]:g} s in {len(scene.t)} frames" in overview
+    assert not re.search(r"\d+ m\b|between", overview), overview  # the numbers are folded, not open
     degrees = np.degrees(scene.angles)
     for (name, symbol), lo, hi in zip(motion3d.ANGLE_NAMES, degrees.min(axis=0), degrees.max(axis=0), strict=True):
         assert f"{name} {symbol} between {motion3d._num(lo, 0)} and {motion3d._num(hi, 0)}" in text
@@ -243,7 +244,12 @@ def test_page_holds_the_viewer(pages, name):
     described = by_class["rbtutor-motion3d-view"][1]["aria-describedby"]
     assert described in ids
     text = page.read_text(encoding="utf-8")
-    assert motion3d.describe(scene) in text.replace("&#x27;", "'")
+    overview, numbers = motion3d.describe(scene)
+    assert overview in text.replace("&#x27;", "'")
+    folded = re.search(r'<details class="rbtutor-motion3d-numbers"><summary>[^<]*</summary><p>(.*?)</p></details>',
+                       text.replace("&#x27;", "'"))
+    assert folded, "the motion's numbers are not in a fold"
+    assert folded.group(1) == numbers
     assert "figcaption" in [t for t, _ in tags]
 
     still = by_class["rbtutor-motion3d-still"][1]

@@ -273,8 +273,10 @@ def _num(value: float, digits: int) -> str:
     return text.replace("-", "\u2212")
 
 
-def describe(scene: Scene) -> str:
-    """A plain-text description of the motion for screen readers, built from the frames."""
+def describe(scene: Scene) -> tuple[str, str]:
+    """A plain-text description of the motion, built from the frames: what the view shows (open, the
+    view's description for screen readers) and the numbers of the motion (shown folded, like every
+    answer in the book: where O ends and the angles reached are graded answers of Problem 10)."""
     t_end = scene.t[-1]
     start, end = scene.position[0], scene.position[-1]
     travel = float(np.linalg.norm(end - start))
@@ -297,13 +299,14 @@ def describe(scene: Scene) -> str:
         shape = "the hull, with a pointed bow, with its body axes (x red, forward; y green, to port; z blue, up)"
     else:
         shape = "the box with its body axes along its edges (x red, along the longest; y green; z blue)"
-    return (f"A three-dimensional view of {scene.what}, over {t_end:g} s in {len(scene.t)} frames. "
-            f"It shows {shape} "
-            f"and the axes of the inertial frame at its origin (z0 up). {place} "
-            f"Over the run the z-y-x Euler angles, in degrees, stay within: {ranges}. "
-            f"The Euler parameters stay within: {params}. The readout below the view gives "
-            f"the time and both attitudes of the frame shown; the play button, the time slider "
-            f"and the speed menu control the view.")
+    overview = (f"A three-dimensional view of {scene.what}, over {t_end:g} s in {len(scene.t)} frames. "
+                f"It shows {shape} and the axes of the inertial frame at its origin (z0 up). The readout "
+                f"below the view gives the time and both attitudes of the frame shown; the play button, "
+                f"the time slider and the speed menu control the view; the numbers of the motion are "
+                f"under the view, folded.")
+    numbers = (f"{place} Over the run the z-y-x Euler angles, in degrees, stay within: {ranges}. "
+               f"The Euler parameters stay within: {params}.")
+    return overview, numbers
 
 
 # --------------------------------------------------------------------------- still for print
@@ -395,7 +398,7 @@ class MotionDirective(SphinxDirective):
         node = motion3d_node()
         node["scene"] = name
         node["data"] = json.dumps(scene.to_json(), separators=(",", ":"))
-        node["description"] = describe(scene)
+        node["description"], node["numbers"] = describe(scene)
         node["uid"] = f"motion3d-{name}-{self.env.new_serialno('motion3d')}"
         self.set_source_info(node)
         if self.content:
@@ -449,6 +452,8 @@ def visit_html(self, node: motion3d_node) -> None:
         f'<td data-angle="2">{DASH}</td>{ep_cells}</tr></tbody></table></div>\n'
         f'<img class="rbtutor-motion3d-still" src="{self.builder.imgpath}/{png}" alt="{html.escape(alt)}">\n'
         f'<p class="rbtutor-visually-hidden" id="{uid}-description">{html.escape(node["description"])}</p>\n'
+        f'<details class="rbtutor-motion3d-numbers"><summary>The numbers of this motion</summary>'
+        f'<p>{html.escape(node["numbers"])}</p></details>\n'
         f'<script type="application/json" class="rbtutor-motion3d-data">{data}</script>\n'
         f'<figcaption>'
     )
