@@ -42,6 +42,7 @@ from rbtutor.course.checks import (
     statistics,
     statistics_csv,
 )
+from rbtutor.problems import answer_key
 from rbtutor.problems.variants import load_course_data, student_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,14 +319,17 @@ MALFORMED = [
     (b'{"id": "p3.z.nothing", "value": 1}', 404, "unknown answer id"),
     (b'{"id": "p42.a.K", "value": 1}', 404, "unknown answer id"),
     (b'{"id": "../../etc/passwd", "value": 1}', 404, "unknown answer id"),
-    (b'{"id": "p3.b.K", "value": "a lot"}', 400, "expects a number"),
-    (b'{"id": "p3.b.K", "value": true}', 400, "expects a number"),
-    (b'{"id": "p3.b.K", "value": null}', 400, "expects a number"),
-    (b'{"id": "p3.b.K", "value": {"a": 1}}', 400, "expects a number"),
-    (b'{"id": "p3.b.K", "value": [[[[[[1]]]]]]}', 400, "expects a number"),
-    (b'{"id": "p3.b.K", "value": ' + b"1" + b"0" * 400 + b"}", 400, "expects a number"),
-    (b'{"id": "p1.d.strongest_pair", "value": 3}', 400, "expects a short text"),
-    (b'{"id": "p1.d.strongest_pair", "value": "' + b"x" * 300 + b'"}', 400, "expects a short text"),
+    (b'{"id": "p3.b.K", "value": "a lot"}', 400, "expected a single number, got text"),
+    (b'{"id": "p3.b.K", "value": true}', 400, "expected a single number, got true or false"),
+    (b'{"id": "p3.b.K", "value": null}', 400, "expected a single number, got null"),
+    (b'{"id": "p3.b.K", "value": {"a": 1}}', 400, "expected a single number, got an object"),
+    (b'{"id": "p3.b.K", "value": [[[[[[1]]]]]]}', 400, "expected a single number, got a list that is not of"),
+    (b'{"id": "p3.b.K", "value": ' + b"1" + b"0" * 400 + b"}", 400, "expected a single number, got a number too"),
+    (b'{"id": "p3.b.K", "value": [1.0, 2.0]}', 400, "expected a single number, got 2 numbers"),
+    (b'{"id": "p11.a.q", "value": [1.0, 0.0]}', 400, "expected 4 numbers (a unit quaternion), got 2 numbers"),
+    (b'{"id": "p11.a.q", "value": [2.0, 0.0, 0.0, 0.0]}', 400, "expected a unit quaternion, got norm 2"),
+    (b'{"id": "p1.d.strongest_pair", "value": 3}', 400, "expected a short text, got int"),
+    (b'{"id": "p1.d.strongest_pair", "value": "' + b"x" * 300 + b'"}', 400, "expected a short text, got 300"),
     (b'{"id": "p3.b.K", "value": [' + b"1.0, " * 20000 + b"1.0]}", 413, "larger than 64 kB"),
 ]
 
@@ -472,8 +476,9 @@ def test_check_helper_in_the_notebook(hub):
 
     on_hub = run({"JUPYTERHUB_API_TOKEN": hub["tokens"]["student1"], "RBTUTOR_CHECK_URL": hub["url"]})
     assert on_hub.returncode == 0, on_hub.stderr
-    assert "p3.c.phi_deg: not right yet. The size is right but the sign is not" in on_hub.stdout, on_hub.stdout
-    assert "should be a number" in on_hub.stdout
+    assert "p3.c.phi_deg: not right yet: the sign is wrong (x forward, y to port, z up). 9 checks of this part " \
+           "left this hour.\n" in on_hub.stdout, on_hub.stdout
+    assert "p3.c.phi_deg: not checked (nothing spent): expected a single number, got object\n" in on_hub.stdout
     _assert_no_value(on_hub.stdout, _printed_by_cli("student1", 3)["p3.c.phi_deg"])
     alone = run({})
     assert alone.returncode == 0, alone.stderr
@@ -536,7 +541,7 @@ def test_validate_spends_no_checks(hub, tmp_path, monkeypatch):
     ran = NotebookClient(nbformat.read(path, as_version=4), kernel_name="python3", timeout=120).execute()
     printed = "".join(o.get("text", "") for cell in ran.cells[1:] for o in cell.outputs)
     assert _attempts(hub, "student1", "p2.b.a_O") == before + 2, printed
-    assert "p2.b.a_O: not right yet. The size is right but the sign is not" in printed, printed
+    assert "p2.b.a_O: not right yet: the sign is wrong" in printed, printed
 
 
 def _half_open(port: int, payload: bytes, count: int) -> list[socket.socket]:
@@ -945,3 +950,118 @@ def test_the_server_closes_the_longest_waiting_connection_to_make_room():
             connection.close()
         box["loop"].call_soon_threadsafe(box["stop"].set)
         thread.join(timeout=30)
+
+
+# --------------------------------------------------------------------------- issue 35: forms, replies, plurals
+
+
+def test_a_malformed_value_is_refused_by_the_service_without_counting(tmp_path):
+    """A value of the wrong form, sent past the kernel, is refused with the kernel's words and spends nothing."""
+    from rbtutor.grading.student import form_problem
+
+    core = CheckCore(_course(tmp_path / "c"), clock=lambda: 1.0e9)
+    cases = [("p11.a.q", [1.0, 0.0], "expected 4 numbers (a unit quaternion), got 2 numbers"),
+             ("p11.a.q", [0.0, 0.0, 0.0, 3.0], "expected a unit quaternion, got norm 3: normalise it"),
+             ("p11.b.G_global", np.zeros((4, 3)).tolist(), "expected a 3 x 4 matrix, got a 4 x 3 matrix "
+                                                            "(rows and columns swapped?)"),
+             ("p3.b.K", [1.0, 2.0, 3.0], "expected a single number, got 3 numbers"),
+             ("p1.d.strongest_pair", 3, "expected a short text, got int")]
+    forms = {**core.answer_kinds(11), **core.answer_kinds(3), **core.answer_kinds(1)}
+    for answer_id, value, words in cases:
+        for _ in range(12):  # more than the 10 an hour: none of them counts
+            with pytest.raises(CheckRefused) as refused:
+                core.check("alice", json.dumps({"id": answer_id, "value": value}).encode())
+            assert (refused.value.status, refused.value.message) == (400, words)
+        assert form_problem(value, forms[answer_id]) == words, "the kernel says the same"
+        assert core.store.recent("alice", answer_id, 1.0e9) == []
+    assert core.log.records() == [], "nothing was judged or logged"
+    assert core.store.refusals_by_hour() == [], "nor counted as refused"
+    key = _key("alice", 11)
+    body = json.dumps({"id": "p11.a.q", "value": np.asarray(key["p11.a.q"].value).tolist()}).encode()
+    reply = core.check("alice", body)
+    assert (reply["passed"], reply["checks_left"]) == (True, 9), reply
+
+
+def test_replies_are_short_and_right_is_one_word(tmp_path):
+    """Right: no words after it; a named slip: its few words; any other wrong value: nothing about it."""
+    from rbtutor.grading.judge import CHECK_REPLIES
+    from rbtutor.grading.student import reply_line
+
+    core = CheckCore(_course(tmp_path / "c"), clock=lambda: 1.0e9)
+    key3, key11 = _key("alice", 3), _key("alice", 11)
+    K, q = float(key3["p3.b.K"].value), np.asarray(key11["p11.a.q"].value)
+
+    def ask(answer_id, value):
+        return core.check("alice", json.dumps({"id": answer_id, "value": np.asarray(value).tolist()}).encode())
+
+    right = ask("p3.b.K", K)
+    assert (right["passed"], right["message"]) == (True, ""), right
+    assert reply_line("p3.b.K", right) == "p3.b.K: right. 9 checks of this part left this hour."
+    minus_q = ask("p11.a.q", -q)
+    assert (minus_q["passed"], minus_q["message"]) == (True, ""), "-q is the same rotation: right, nothing more"
+    sign = ask("p3.b.K", -K)
+    assert (sign["diagnosis"], sign["message"]) == ("sign", CHECK_REPLIES["sign"])
+    assert reply_line("p3.b.K", sign) == (f"p3.b.K: not right yet: {CHECK_REPLIES['sign']}. "
+                                          "8 checks of this part left this hour.")
+    plain = ask("p3.b.K", 1.7 * K)
+    assert (plain["diagnosis"], plain["message"]) == ("wrong_value", ""), plain
+    assert reply_line("p3.b.K", plain) == "p3.b.K: not right yet. 7 checks of this part left this hour."
+    for reply in (right, minus_q, sign, plain):
+        line = reply_line("p3.b.K", reply)
+        assert "Correct" not in line, line
+        assert "check(s)" not in line, line
+        assert line.count(". ") <= 1, line
+        assert len(line) < 160, line
+
+
+def test_counts_are_plural_right():
+    from rbtutor.grading.student import expected_form, reply_line
+
+    assert reply_line("p3.b.K", {"passed": True, "checks_left": 1}) == (
+        "p3.b.K: right. 1 check of this part left this hour.")
+    assert reply_line("p3.b.K", {"passed": False, "checks_left": 0}).endswith(" 0 checks of this part left this hour.")
+    assert reply_line("p3.b.K", {"passed": True, "checks_left": 2}).endswith(" 2 checks of this part left this hour.")
+    assert expected_form([1]) == "1 number"
+    assert expected_form([2]) == "2 numbers"
+
+
+def test_the_limit_of_one_check_is_said_in_the_singular(tmp_path):
+    course = _course(tmp_path / "c")
+    (course / "exercises" / "checks.yaml").write_text("default: {enabled: true, per_hour: 1}\n")
+    core = CheckCore(course, clock=lambda: 1.0e9)
+    _, body = _right_body("alice", 3)
+    core.check("alice", body)
+    with pytest.raises(CheckRefused) as refused:
+        core.check("alice", body)
+    assert "you have used the 1 check an hour allowed" in refused.value.message, refused.value.message
+
+
+@pytest.mark.parametrize("answer_id", [i for i, a in answer_key().items() if a.kind != "text"])
+def test_only_slips_that_can_apply_are_tried_and_listed(answer_id):
+    """A slip that cannot apply to the answer's kind (a factor of 1000 for a quaternion, g for an angle) is
+    neither named for a value that would match it nor listed in the feedback; those that apply are named."""
+    from rbtutor.grading.judge import GENERIC_MISTAKES, generic_slips, judge, not_accepted
+    from rbtutor.grading.judge.verdicts import SLIP_NAMES, SLIPS_BY_FORM, answer_form
+
+    answer = answer_key()[answer_id]
+    form = answer_form(answer)
+    reference = np.squeeze(np.asarray(answer.value, dtype=float))
+    applies = set(SLIPS_BY_FORM[form])
+    if form == "quaternion":
+        assert not applies, "-q is right, and a unit quaternion has no unit and no scale"
+    if form == "angle":
+        assert applies == {"sign", "degrees"}
+    own = {code for code, _ in answer.mistakes}
+    listed = not_accepted(answer)
+    for code, make in GENERIC_MISTAKES:
+        made = make(reference, answer.unit)
+        if made is None or code in own:
+            continue
+        verdict = judge(answer_id, made[0])
+        if code not in applies:
+            assert verdict.diagnosis != code, (code, verdict)
+            assert SLIP_NAMES[code] not in listed or any(SLIP_NAMES[c] == SLIP_NAMES[code] for c in own), listed
+    assert {c for c, _ in generic_slips(answer)} <= applies
+    if answer.kind != "roundoff" and np.any(reference) and "sign" in applies and "sign" not in own:
+        assert judge(answer_id, -reference).diagnosis in {"sign", "quaternion_sign"}
+        assert SLIP_NAMES["sign"] in listed

@@ -454,7 +454,7 @@ def run_loop(browser, passwords):
     checked = check_in_kernel(sessions["student2"])
     assert attempts_logged() == checks_before + 1, "a check from a kernel is one attempt in the log"
     sessions["student2"].shot("06b-student2-checked")
-    assert "p3.b.K: not right yet. The size is right but the sign is not" in checked, checked
+    assert "p3.b.K: not right yet: the sign is wrong" in checked, checked
     for pattern in key_values("student2"):
         assert not re.search(pattern, checked), f"a key value ({pattern}) is in the check's reply"
 

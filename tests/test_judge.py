@@ -608,16 +608,18 @@ def _widest_offset(passes, start: float) -> float:
 
 
 def test_a_named_slip_of_an_angle_is_no_wider_than_the_pass_window():
-    """Modulo a turn, the window of a slip (g times the key, wrapped) is the pass window, not g times it:
+    """Modulo a turn, the window of a slip is the pass window carried over to the slip's unit, not wider:
     a wider one, undone by the named factor, swept an arc that could hold the key (an oracle bot found
-    p10.b.heading_change_deg that way in 6 tries, 1 run in 216)."""
+    p10.b.heading_change_deg that way in 6 tries, 1 run in 216, through a factor of g, which is no longer
+    tried for an angle: issue 35). The slip an angle can have, degrees for radians, is held to the same bound."""
     key = answer_key()
     answer_id = "p10.b.heading_change_deg"
     value = float(np.asarray(key[answer_id].value))
     assert key[answer_id].periodic
     pass_half = _widest_offset(lambda d: judge(answer_id, value + d, key=key).passed, value)
-    slipped = (value * 9.81) % 360.0
-    slip_half = _widest_offset(lambda d: judge(answer_id, slipped + d, key=key).diagnosis == "factor_g", slipped)
+    slipped = math.radians(value) % (2 * math.pi)
+    slip_half = _widest_offset(lambda d: judge(answer_id, slipped + d, key=key).diagnosis == "degrees", slipped)
     assert pass_half > 0
-    assert slip_half <= pass_half * 1.001, (slip_half, pass_half)
-    assert judge(answer_id, slipped, key=key).diagnosis == "factor_g"  # the slip itself is still named
+    assert math.degrees(slip_half) <= pass_half * 1.001, (slip_half, pass_half)
+    assert judge(answer_id, slipped, key=key).diagnosis == "degrees"  # the slip itself is still named
+    assert judge(answer_id, (value * 9.81) % 360.0, key=key).diagnosis == "wrong_value"  # g cannot apply

@@ -63,6 +63,9 @@ KEY = answer_key()
 TEXT = [i for i, a in KEY.items() if a.kind == "text"]
 ZERO_KEY = [i for i, a in KEY.items() if a.kind == "roundoff" or (a.kind != "text" and not np.any(a.value))]
 ATTACKED = [i for i in KEY if i not in TEXT and i not in ZERO_KEY]
+#: answers of a fixed norm (unit quaternions, rotation matrices): a scaled one is refused by the form check,
+#: in the kernel and by the service, before any judging (issue 35), so the service is attacked apart
+STRUCTURED = [i for i in ATTACKED if KEY[i].quaternion or i == "p11.d.R"]
 
 
 # --------------------------------------------------------------------------- channels: what a reply carries
@@ -302,7 +305,7 @@ def _assert_scan_only(answer_id: str, result: Attack) -> None:
     assert result.spread > 0.9 * total, f"{answer_id}: the candidates narrowed to {result.spread:.3g}"
 
 
-@pytest.mark.parametrize("answer_id", ATTACKED)
+@pytest.mark.parametrize("answer_id", [i for i in ATTACKED if i not in STRUCTURED])
 def test_a_day_of_checks_does_not_find_the_key(answer_id, course):
     """Through the check service, limit and all: 240 tries from 46 % too small and from 60 % too large."""
     key = _own_key(answer_id)
@@ -373,3 +376,26 @@ def test_a_named_mistake_tells_only_what_it_names(course):
     assert service.ask("p3.b.K", truth * 1.0004)[1] is True
     for off in (1.006, 0.994, 1.05):
         assert service.ask("p3.b.K", -truth * off)[2] == "wrong_value", off
+
+
+@pytest.mark.parametrize("answer_id", STRUCTURED)
+def test_a_scaled_quaternion_or_rotation_is_refused_for_its_form_alone(answer_id, course):
+    """The bot's probes of a unit quaternion or a rotation (the key times a scale) are refused before judging,
+    with words that come from the value sent alone (the form check never sees the key), and none is counted."""
+    from rbtutor.course.render import answer_forms
+    from rbtutor.grading.student import form_problem
+
+    key = _own_key(answer_id)
+    truth = np.asarray(key[answer_id].value, dtype=float)
+    form = answer_forms(key)[answer_id]
+    assert form in ("quaternion", "rotation")
+    service = ServiceChannel(course)
+    # within the slack of the form check (FORM_SLACK) a value is judged like any other and gets the same reply
+    scales = [c for c in np.exp(np.linspace(math.log(0.5), math.log(1.8), 40))
+              if form_problem((c * truth).tolist(), form) is not None]
+    assert len(scales) >= 30
+    for scale in scales:
+        reply = service.ask(answer_id, scale * truth)
+        assert reply == (400, form_problem((scale * truth).tolist(), form)), (scale, reply)
+    assert service.countdown == [], "no probe was judged"
+    assert service.core.log.records() == [], "no probe was judged"

@@ -7,6 +7,9 @@ here, never by hand:
   answer, in the student's kernel, for Validate) and ``hand_in`` (passes the value
   to the grader as a ``application/vnd.rbtutor.answer+json`` output; nothing is
   judged in the student's kernel), and the ``AUTOGRADING`` flag;
+  The helper cell also carries ``ANSWER_FORMS``, the form of each answer of its problem
+  (:func:`answer_forms`), so that ``check()`` refuses a value of the wrong form in the
+  student's kernel without spending a check;
 * ``problem_data`` holds the numbers of the problem, from :mod:`rbtutor.problems`.
 
 Markdown cells that quote the numbers (the situation of each problem) are written from
@@ -24,24 +27,66 @@ removed and the reference data applies.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from importlib.resources import files
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from ..grading.protocol import DATA_ID, HELPERS_ID
+from ..problems import answer_key
 from ..problems.data_cells import DATA_CELLS, data_source, lookup
 from ..problems.variants import load_course_data, problem_data
 
 CELL_MARKER = "# --- notebook cell ---\n"
 
 
-def helpers_source() -> str:
-    """Source of the locked ``course_helpers`` cell: :mod:`rbtutor.grading.student` below its marker."""
+FORMS_LINE = "ANSWER_FORMS = {}  # the form of each answer of this notebook; written by `rbtutor render`\n"
+
+
+def answer_forms(key: dict) -> dict:
+    """``{answer id: form}`` of an answer key, for :data:`ANSWER_FORMS` and the check service.
+
+    A form is ``"text"``, ``"quaternion"`` (4 numbers of norm 1), ``"rotation"`` (a 3 x 3 matrix,
+    orthonormal with determinant +1) or the squeezed shape as a list (``[]`` for one number).
+    """
+    forms = {}
+    for answer_id, answer in key.items():
+        if answer.kind == "text":
+            forms[answer_id] = "text"
+            continue
+        value = np.squeeze(np.asarray(answer.value, dtype=float))
+        if answer.quaternion:
+            forms[answer_id] = "quaternion"
+        elif value.shape == (3, 3) and np.allclose(value.T @ value, np.eye(3)) and np.linalg.det(value) > 0:
+            forms[answer_id] = "rotation"
+        else:
+            forms[answer_id] = list(value.shape)
+    return forms
+
+
+def helpers_source(problem: int | None = None) -> str:
+    """Source of the locked ``course_helpers`` cell: :mod:`rbtutor.grading.student` below its marker,
+    with ``ANSWER_FORMS`` filled in for the answers of ``problem`` (of every problem when None)."""
 
     text = files("rbtutor.grading").joinpath("student.py").read_text(encoding="utf-8")
-    return text.split(CELL_MARKER, 1)[1].rstrip("\n")
+    cell = text.split(CELL_MARKER, 1)[1].rstrip("\n")
+    forms = _forms()
+    if problem is not None:
+        forms = {i: f for i, f in forms.items() if i.startswith(f"p{problem}.")}
+    lines = "".join(f"    {json.dumps(i)}: {json.dumps(f)},\n" for i, f in forms.items())
+    if FORMS_LINE not in cell:
+        raise ValueError(f"rbtutor/grading/student.py: expected the line {FORMS_LINE.strip()!r} below its marker")
+    return cell.replace(FORMS_LINE, FORMS_LINE.replace("{}", "{\n" + lines + "}"))
+
+
+@functools.lru_cache(maxsize=1)
+def _forms() -> dict:
+    # the forms do not depend on the numbers of the data, so the reference key gives them for every variant
+    return answer_forms(answer_key())
 
 
 #: a number of the course data in a markdown cell's template: [[dotted.path|format]]
@@ -120,13 +165,12 @@ def render(data: dict, exercises: Path) -> list[Path]:
     import nbformat
 
     changed = []
-    helpers = helpers_source()
     for problem in DATA_CELLS:
         path = notebook_path(problem, exercises)
         if not path.exists():
             continue
         nb = nbformat.read(path, as_version=4)
-        wanted = {HELPERS_ID: helpers, DATA_ID: data_source(problem, data)}
+        wanted = {HELPERS_ID: helpers_source(problem), DATA_ID: data_source(problem, data)}
         found = set()
         for cell in nb.cells:
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")

@@ -10,8 +10,16 @@ the grading kernel refuses). It defines
   rotation, unit norm) for Validate, in the student's kernel; never its value;
 * ``hand_in``: passes the value to the grader as one output of the MIME type of
   :mod:`rbtutor.grading.protocol`; nothing is judged in the kernel;
+* ``ANSWER_FORMS``: the form of each answer id of the notebook (a shape as a list, ``"text"``,
+  ``"quaternion"`` or ``"rotation"``), written by the renderer
+  (:func:`rbtutor.course.render.answer_forms`); not secret;
+* ``form_problem``: what is wrong with the form of a value for a check (it does not parse, has the
+  wrong shape, is not a unit quaternion or a rotation), or None; the check service uses the same
+  function, so a value refused in the kernel and one refused by the service get the same words;
 * ``check``: asks the hub's check service (:mod:`rbtutor.course.checks`) for
-  an instant verdict and prints it; off the hub it says that checks are not available.
+  an instant verdict and prints it in one line (:func:`reply_line`); off the hub it says that
+  checks are not available. An unknown answer id and a value of the wrong form are answered in
+  the kernel, with what was expected, and nothing is sent, so nothing is spent.
   Under nbgrader's Validate (``NBGRADER_EXECUTION=validate``) and while the course
   grades (``NBGRADER_EXECUTION=autograde`` or ``RBTUTOR_AUTOGRADING=1``) it sends
   nothing and says so in one line, so that pressing Validate spends none of the
@@ -39,6 +47,7 @@ from IPython.display import display
 
 AUTOGRADING = os.environ.get("RBTUTOR_AUTOGRADING") == "1"  # True while the course grades
 ANSWER_MIME = "application/vnd.rbtutor.answer+json"
+ANSWER_FORMS = {}  # the form of each answer of this notebook; written by `rbtutor render`
 
 
 class FormCheckFailed(AssertionError):
@@ -142,11 +151,88 @@ def _not_now():
     return None
 
 
+#: how far a quaternion's norm, or R^T R, may be from 1 or I before a check is refused
+#: (far more than a right answer's round-off)
+FORM_SLACK = 0.05
+
+
+def _count(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _describe(shape):
+    """A shape in words: a single number, 4 numbers, a 3 x 3 matrix."""
+    if shape == ():
+        return "a single number"
+    if len(shape) == 1:
+        return _count(shape[0], "number") if shape[0] else "no numbers"
+    if len(shape) == 2:
+        return f"a {shape[0]} x {shape[1]} matrix"
+    return f"an array of shape {shape}"
+
+
+def expected_form(form):
+    """What an answer of ``form`` (see ANSWER_FORMS) is, in words: "4 numbers (a unit quaternion)"."""
+    if form == "text":
+        return "a short text"
+    shape = (4,) if form == "quaternion" else (3, 3) if form == "rotation" else tuple(form)
+    structure = {"quaternion": " (a unit quaternion)", "rotation": " (a rotation)"}
+    return _describe(shape) + (structure[form] if isinstance(form, str) else "")
+
+
+def form_problem(value, form):
+    """What keeps ``value`` from being checked as an answer of ``form`` (see ANSWER_FORMS), or None."""
+    if form == "text":
+        if not isinstance(value, str) or not value.strip():
+            return f"expected {expected_form(form)}, got {type(value).__name__}"
+        return None if len(value) <= 200 else f"expected a short text, got {len(value)} characters"
+    shape = (4,) if form == "quaternion" else (3, 3) if form == "rotation" else tuple(form)
+    expected = expected_form(form)
+    if isinstance(value, str):
+        return f"expected {expected}, got text"
+    try:
+        arr = np.squeeze(np.asarray(value, dtype=float))
+    except (TypeError, ValueError, OverflowError):
+        return f"expected {expected}, got {type(value).__name__}"
+    if arr.shape != shape:
+        swapped = " (rows and columns swapped?)" if arr.ndim == 2 and arr.shape == shape[::-1] else ""
+        return f"expected {expected}, got {_describe(arr.shape)}{swapped}"
+    if not np.all(np.isfinite(arr)):
+        return f"expected {expected}, got NaN or infinity"
+    if form == "quaternion" and abs(np.linalg.norm(arr) - 1.0) > FORM_SLACK:
+        return f"expected a unit quaternion, got norm {np.linalg.norm(arr):.3g}: normalise it"
+    if form == "rotation" and (np.abs(arr.T @ arr - np.eye(3)).max() > FORM_SLACK or np.linalg.det(arr) < 0):
+        return "expected a rotation matrix: orthonormal, with determinant +1"
+    return None
+
+
+def reply_line(answer_id, verdict):
+    """The one line check() prints for a reply of the check service."""
+    head = "right" if verdict.get("passed") else "not right yet"
+    words = verdict.get("message") or ""
+    left = verdict.get("checks_left")
+    tail = "" if left is None else f" {_count(left, 'check')} of this part left this hour."
+    return f"{answer_id}: {head}{': ' + words if words else ''}.{tail}"
+
+
 def check(answer_id, value):
-    """Ask the course hub whether the answer is right; print its verdict (never the value). Never raises."""
+    """Ask the course hub whether the answer is right; print its verdict (never the value). Never raises.
+
+    An unknown answer id, or a value that does not parse or has the wrong form, is answered here,
+    in the kernel, and nothing is sent: no check is spent.
+    """
     reason = _not_now()
     if reason:
         print(f"{answer_id}: check {reason}.")
+        return None
+    if answer_id not in ANSWER_FORMS:
+        known = ", ".join(sorted(ANSWER_FORMS)[:3]) + (", ..." if len(ANSWER_FORMS) > 3 else "")
+        print(f"{answer_id!r}: not checked (nothing spent): no answer of this notebook has this id; "
+              f"the ids are those of the test cells ({known})")
+        return None
+    problem = form_problem(value, ANSWER_FORMS[answer_id])
+    if problem:
+        print(f"{answer_id}: not checked (nothing spent): {problem}")
         return None
     token = os.environ.get("JUPYTERHUB_API_TOKEN")
     url = _check_url() if token else None
@@ -156,20 +242,8 @@ def check(answer_id, value):
               + ("" if not token else " or hub address") + "). Your answer is still graded after you submit.")
         return None
 
-    if isinstance(value, str):
-        sent = value
-    else:
-        try:
-            sent = np.asarray(value, dtype=float).tolist()
-        except (TypeError, ValueError):
-            print(f"{answer_id}: not checked: the answer should be a number or an array of numbers, "
-                  f"got {type(value).__name__}")
-            return None
-    try:
-        body = json.dumps({"id": answer_id, "value": sent}, allow_nan=False).encode()
-    except ValueError:
-        print(f"{answer_id}: not checked: the answer contains NaN or infinity")
-        return None
+    sent = value if isinstance(value, str) else np.asarray(value, dtype=float).tolist()
+    body = json.dumps({"id": answer_id, "value": sent}, allow_nan=False).encode()
     request = urllib.request.Request(url, data=body, method="POST", headers={
         "Authorization": f"token {token}", "Content-Type": "application/json"})
     try:
@@ -180,14 +254,12 @@ def check(answer_id, value):
             reason = json.loads(exc.read().decode()).get("error") or exc.reason
         except (ValueError, AttributeError, OSError):
             reason = exc.reason
-        print(f"{answer_id}: not checked: {reason}")
+        spent = "" if exc.code == 500 else " (nothing spent)"  # only a reply held back for the key counts
+        print(f"{answer_id}: not checked{spent}: {reason}")
         return None
     except (OSError, ValueError) as exc:
         print(f"{answer_id}: not checked: the check service did not answer ({exc}). "
               "Your answer is still graded after you submit.")
         return None
-    head = "right" if verdict.get("passed") else "not right yet"
-    left = verdict.get("checks_left")
-    tail = "" if left is None else f" ({left} check(s) of this part left this hour)"
-    print(f"{answer_id}: {head}. {verdict.get('message', '')}{tail}")
+    print(reply_line(answer_id, verdict))
     return None

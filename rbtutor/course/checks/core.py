@@ -44,9 +44,11 @@ from pathlib import Path
 import numpy as np
 
 from ...grading.config import GRADING
+from ...grading.student import expected_form, form_problem
 from ...grading.student_ids import id_problem
 from ...problems import read_yaml
 from ...problems.variants import load_course_data, per_student, problem_of, student_key
+from ..render import answer_forms
 from .attempt_log import AttemptLog
 from .store import CheckStore
 
@@ -247,6 +249,15 @@ def _plain_value(value, depth: int = 0) -> bool:
     return False
 
 
+def _json_kind(value) -> str:
+    """What a JSON value that is no number or list of numbers is, in words (for a refusal)."""
+    if isinstance(value, list):
+        return "a list that is not of numbers, or nested too deeply"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "a number too large"
+    return {str: "text", bool: "true or false", dict: "an object", type(None): "null"}.get(type(value), "no number")
+
+
 def _stamp(path: Path):
     """What tells that a file changed: ``(mtime_ns, size)``, or None when it does not exist."""
     try:
@@ -304,10 +315,10 @@ class Judge:
             self._keys[cached] = student_key(data, who, [cached[1]])
         return data, self._keys[cached]
 
-    def answer_kinds(self, problem: int) -> dict[str, str]:
-        """``{answer id: kind}`` of a problem (the same ids and kinds for every student), or ValueError."""
-        data = self.data()
-        return {answer_id: answer.kind for answer_id, answer in student_key(data, "reference", [problem]).items()}
+    def answer_kinds(self, problem: int) -> dict:
+        """``{answer id: form}`` of a problem (the same for every student; forms as in
+        :func:`rbtutor.course.render.answer_forms`), or ValueError."""
+        return answer_forms(student_key(self.data(), "reference", [problem]))
 
     def _named_reference(self, answer_id: str, value, verdict):
         """``verdict``, or the ``reference_ship`` mistake when the value is right for the course's own numbers.
@@ -334,14 +345,15 @@ class Judge:
         None (see :func:`reveals`); plain data, so that it can come back from a worker process.
         """
         # deferred: rbtutor.grading.judge takes 3272 ms to import (-X importtime, 2026-12-06); only judging needs it
-        from ...grading.judge import judge
+        from ...grading.judge import check_reply, judge
 
         _, key = self.key_for(student, answer_id)
         if answer_id not in key:
             raise CheckRefused(404, f"unknown answer id {answer_id!r}: no such part in the key")
         verdict = self._named_reference(answer_id, value, judge(answer_id, value, key=key))
-        return {"passed": bool(verdict.passed), "message": verdict.message, "diagnosis": verdict.diagnosis,
-                "leaked": reveals(verdict.message, key[answer_id].value)}
+        message = check_reply(verdict, key[answer_id])  # at most one short diagnosis, never "Correct."
+        return {"passed": bool(verdict.passed), "message": message, "diagnosis": verdict.diagnosis,
+                "leaked": reveals(message, key[answer_id].value)}
 
 
 @dataclass
@@ -448,18 +460,21 @@ class CheckCore:
     def admit(self, student: str, answer_id: str, value, kinds: dict) -> Admission:
         """Let a check through to judging, counting it against the limit, or CheckRefused saying why not.
 
-        ``kinds`` are the answer ids and kinds of its problem (:meth:`answer_kinds`). A check
-        refused because checks are switched off (403) or the limit is used up (429) is
-        counted in the store, per student, answer id and hour; nothing is appended.
+        ``kinds`` are the answer ids and forms of its problem (:meth:`answer_kinds`). A value that
+        does not have the answer's form is refused (400) with the words the student's kernel uses
+        (:func:`rbtutor.grading.student.form_problem`), and is not counted: only a well-formed value
+        spends a check. A check refused because checks are switched off (403) or the limit is used
+        up (429) is counted in the store, per student, answer id and hour; nothing is appended.
         """
         if answer_id not in kinds:
             raise CheckRefused(404, f"unknown answer id {answer_id!r}: no such part in the key")
-        if kinds[answer_id] == "text":
-            if not isinstance(value, str) or len(value) > 200:
-                raise CheckRefused(400, f"{answer_id} expects a short text, got {type(value).__name__}")
-        elif not _plain_value(value):
-            raise CheckRefused(400, f"{answer_id} expects a number or a (nested) list of finite numbers, "
-                                    f"got {type(value).__name__}")
+        form = kinds[answer_id]
+        if form != "text" and not _plain_value(value):
+            problem = f"expected {expected_form(form)}, got {_json_kind(value)}"
+        else:
+            problem = form_problem(value, form)
+        if problem:
+            raise CheckRefused(400, problem)
         limits = self.limits(answer_id)
         now = self.clock()
         if not limits["enabled"]:
@@ -470,7 +485,8 @@ class CheckCore:
         if len(recent) >= limits["per_hour"]:
             wait = max(1, math.ceil((WINDOW - (now - min(recent))) / 60)) if recent else 60
             self.store.refused(student, answer_id, now, "limit")
-            raise CheckRefused(429, f"you have used the {limits['per_hour']} checks an hour allowed for "
+            allowed = f"{limits['per_hour']} check" + ("" if limits["per_hour"] == 1 else "s")
+            raise CheckRefused(429, f"you have used the {allowed} an hour allowed for "
                                     f"{answer_id}; the next one is possible in about {wait} min")
         self.store.reserve(student, answer_id, now)
         return Admission(student, answer_id, value, now, limits["per_hour"], len(recent))

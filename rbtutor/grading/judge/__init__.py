@@ -17,6 +17,7 @@ from .class_keys import (
 )
 from .preprocessor import JudgeAnswers, forget_verdict, recorded_verdict
 from .verdicts import (
+    CHECK_REPLIES,
     ERRATA_PAGE,
     GENERIC_MISTAKES,
     KNOWN_CONSTANTS,
@@ -25,13 +26,16 @@ from .verdicts import (
     RULES,
     VERDICT_KEY,
     Verdict,
+    check_reply,
+    generic_slips,
     judge,
     not_accepted,
     read_published,
 )
 
 __all__ = [
-    "ERRATA_PAGE", "GENERIC_MISTAKES", "KNOWN_CONSTANTS", "MESSAGES", "PUBLISHED_KEY", "RULES", "VARIANTS_FILE",
-    "VERDICT_KEY", "JudgeAnswers", "Verdict", "class_keys_folder", "course_reference", "forget_verdict", "judge",
-    "not_accepted", "read_published", "recorded_verdict", "stored_class_keys", "stored_variant", "write_class_keys",
+    "CHECK_REPLIES", "ERRATA_PAGE", "GENERIC_MISTAKES", "KNOWN_CONSTANTS", "MESSAGES", "PUBLISHED_KEY", "RULES",
+    "VARIANTS_FILE", "VERDICT_KEY", "JudgeAnswers", "Verdict", "check_reply", "class_keys_folder", "course_reference",
+    "forget_verdict", "generic_slips", "judge", "not_accepted", "read_published", "recorded_verdict",
+    "stored_class_keys", "stored_variant", "write_class_keys",
 ]

@@ -361,20 +361,106 @@ def _scaled_tolerance(tol: np.ndarray, reference: np.ndarray, wrong: np.ndarray)
     return np.where(nonzero, tol * ratio, np.maximum(tol, float(RULES["algebraic_rtol"]) * np.abs(wrong)))
 
 
+#: the slips of :data:`GENERIC_MISTAKES` that can apply to an answer, by what the answer is (see
+#: :func:`generic_slips`): a slip that cannot apply is neither tried nor listed
+SLIPS_BY_FORM = {
+    "quaternion": (),  # -q is the same rotation; a unit quaternion has no unit and no scale
+    "angle": ("sign", "degrees"),  # a turn more or less is the same angle (periodic answers)
+    "dimensionless": ("sign", "transposed"),
+    "scalar": ("sign", "degrees", "factor_1000", "factor_g", "factor_2pi"),
+    "vector": ("sign", "degrees", "factor_1000"),
+    "matrix": ("sign", "transposed", "factor_1000"),
+}
+
+#: what each slip is called when the feedback lists the slips an answer was tried for
+SLIP_NAMES = {
+    "sign": "a wrong sign", "transposed": "rows and columns swapped", "degrees": "degrees for radians",
+    "factor_1000": "a factor of 1000", "factor_g": "a factor of g", "factor_2pi": "a factor of 2 pi",
+    "inertia_g_for_o": "the wrong reference point", "origin_at_g": "the wrong reference point",
+    "parallel_axis_sign": "the sign of the parallel-axis term", "scalar_last": "the scalar last",
+    "conjugate": "the inverse rotation", "quaternion_sign": "-theta for theta", "wrong_frame": "the other frame",
+    "sequence": "another rotation sequence", "degrees_in": "the data's angles taken as degrees",
+}
+
+
+def answer_form(answer: Answer) -> str:
+    """What an answer is, for the choice of slips: a key of :data:`SLIPS_BY_FORM`."""
+    unit = answer.unit.strip()
+    if answer.quaternion:
+        return "quaternion"
+    if unit in RULES["periods"]:
+        return "angle"
+    if unit == "1":
+        return "dimensionless"
+    return {0: "scalar", 1: "vector"}.get(np.ndim(np.squeeze(np.asarray(answer.value, dtype=float))), "matrix")
+
+
+def generic_slips(answer: Answer) -> list:
+    """The entries of :data:`GENERIC_MISTAKES` that can apply to ``answer`` (by :func:`answer_form`)."""
+    allowed = SLIPS_BY_FORM[answer_form(answer)]
+    return [(code, make) for code, make in GENERIC_MISTAKES if code in allowed]
+
+
 def not_accepted(answer: Answer) -> str:
     """The feedback on a wrong numeric answer that is none of the recognised mistakes.
 
-    It depends on the kind of answer only, never on the value handed in: how far off a
-    value is, or in which direction, is not said.
+    It depends on the answer only, never on the value handed in: how far off a value is, or
+    in which direction, is not said. It lists the slips tried for this answer, and no other.
     """
-    text = ("This is neither the key's value nor one of the slips the checks recognise "
-            "(a wrong sign, degrees for radians, a factor of 1000, g or 2 pi, rows and columns "
-            "swapped, the wrong reference point). Checks never say how far off a value is.")
+    reference = np.squeeze(np.asarray(answer.value, dtype=float))
+    codes = [code for code, _ in answer.mistakes]
+    for code, make in generic_slips(answer):
+        made = make(reference, answer.unit)
+        if made is not None and not np.array_equal(made[0], reference):  # the transpose of a symmetric matrix
+            codes.append(code)
+    names = list(dict.fromkeys(SLIP_NAMES[c] for c in codes))
+    tried = f" nor one of the slips the checks recognise for it ({', '.join(names)})" if names else ""
+    text = f"This is neither the key's value{tried}. Checks never say how far off a value is."
     if answer.kind == "integrated":
         text += (" For a quantity found by time integration, also check the solver's tolerances: "
                  "the defaults of solve_ivp are too loose here; tighten rtol and atol by several "
                  "orders of magnitude, or use a higher-order method such as DOP853.")
     return text
+
+
+#: the instant check's words for each diagnosis (the reply adds them after "not right yet: "); short,
+#: and, like :data:`MESSAGES`, never saying how far off a value is
+CHECK_REPLIES = {
+    "sign": "the sign is wrong (x forward, y to port, z up)",
+    "transposed": "rows and columns are swapped",
+    "degrees": "this looks like degrees where radians are asked, or the other way round",
+    "factor_1000": "it is off by a factor of 1000: check the units",
+    "factor_g": "it is off by a factor of g: check weight against mass, m/s^2 against g",
+    "factor_2pi": "it is off by a factor of 2 pi: check rad/s against Hz, radians against turns",
+    "inertia_g_for_o": "this is about G; the question asks about O",
+    "origin_at_g": "this is the matrix about G; the question asks about O",
+    "parallel_axis_sign": "the parallel-axis term has the wrong sign",
+    "scalar_last": "the scalar is last; the course puts it first",
+    "conjugate": "this is the inverse rotation",
+    "quaternion_sign": "this is for -theta: G and the rates change sign with theta",
+    "wrong_frame": "this is the other frame (GCS against body)",
+    "sequence": "this is another rotation sequence; the course uses z-y-x",
+    "degrees_in": "this takes the data's angles, in radians, as degrees",
+    "reference_ship": "this is the answer for the book's ship; use the numbers of your notebook",
+}
+
+
+def check_reply(verdict: Verdict, answer: Answer) -> str:
+    """The words an instant check adds to "right" or "not right yet" for ``verdict``: at most one diagnosis.
+
+    Empty for a pass and for a value that is none of the recognised slips (the same for every
+    such value: nothing about its distance), except that a time integration is reminded of the
+    solver's tolerances and a round-off answer that it should vanish.
+    """
+    if verdict.passed:
+        return ""
+    if verdict.diagnosis in CHECK_REPLIES:
+        return CHECK_REPLIES[verdict.diagnosis]
+    if verdict.diagnosis == "wrong_value" and answer.kind == "integrated":
+        return "check the solver's tolerances too"
+    if verdict.diagnosis == "wrong_value" and answer.kind == "roundoff":
+        return "this should vanish up to round-off"
+    return ""
 
 
 def _judge_text(reference: str, submitted) -> Verdict:
@@ -487,7 +573,7 @@ def _printed_accepted(x: np.ndarray, shape: tuple, entry: dict, period, integrat
 def _diagnosis(x: np.ndarray, reference: np.ndarray, answer, tol, period) -> Verdict:
     """The failed verdict of ``x``: a known mistake it matches within tolerance, or plain "wrong_value"."""
     candidates = [(code, wrong, answer.unit) for code, wrong in answer.mistakes]
-    for code, make in GENERIC_MISTAKES:
+    for code, make in generic_slips(answer):
         made = make(reference, answer.unit)
         if made is not None:
             candidates.append((code, *made))
