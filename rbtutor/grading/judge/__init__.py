@@ -1,6 +1,7 @@
-"""Step: judge. The grader's decision on each handed-in answer, in three modules.
+"""Step: judge. The grader's decision on each handed-in answer, in four modules.
 
 * :mod:`.verdicts`: the verdict on one answer (pass or fail, feedback, a diagnosis) and its messages;
+* :mod:`.replies`: the instant check's short words for a verdict;
 * :mod:`.class_keys`: the course's reference data and the store of each student's key;
 * :mod:`.preprocessor`: the nbgrader preprocessor that judges a notebook's answers and records each verdict.
 
@@ -16,8 +17,8 @@ from .class_keys import (
     write_class_keys,
 )
 from .preprocessor import JudgeAnswers, forget_verdict, recorded_verdict
+from .replies import CHECK_REPLIES, check_reply
 from .verdicts import (
-    CHECK_REPLIES,
     ERRATA_PAGE,
     GENERIC_MISTAKES,
     KNOWN_CONSTANTS,
@@ -26,7 +27,6 @@ from .verdicts import (
     RULES,
     VERDICT_KEY,
     Verdict,
-    check_reply,
     generic_slips,
     judge,
     not_accepted,
