@@ -509,7 +509,9 @@ def add_static_path(app: Sphinx, config) -> None:
 
 
 def setup(app: Sphinx) -> dict:
-    app.add_node(motion3d_node, html=(visit_html, depart_html), singlehtml=(visit_html, depart_html),
+    # no singlehtml= here: a handler under a builder's own name makes Sphinx ignore every node's html
+    # handlers for that builder (registry.create_translator), and the PDF's single page then fails
+    app.add_node(motion3d_node, html=(visit_html, depart_html),
                  latex=(skip, None), text=(skip, None), man=(skip, None), texinfo=(skip, None))
     app.add_directive("motion-3d", MotionDirective)
     app.connect("config-inited", add_static_path)
