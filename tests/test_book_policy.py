@@ -35,6 +35,9 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
         "source", "track", "wbr"}
 HIDING_CLASSES = {"dropdown", "toggle"}
 SKIPPED = {"script", "style", "template", "noscript"}
+#: the book's own numbering (section 1.3, figure 2.1, equation (4.2)) and the navigation that repeats the
+#: numbered headings ("1.3. How the pages check" in the page's contents): never an answer
+NUMBERING_CLASSES = {"section-number", "caption-number", "eqno", "nav-link"}
 VISIBLE_ATTRIBUTES = ("alt", "title", "aria-label")
 
 # A number as a page may print it: 0.779, -1.168, 2.1600e6, 2.16e+06, 2.16 \times 10^{6},
@@ -147,8 +150,9 @@ class _OpenText(HTMLParser):
         values = {k: v or "" for k, v in attrs}
         classes = set(values.get("class", "").split())
         hides = tag == "details" or (tag == "div" and bool(classes & HIDING_CLASSES))
+        numbering = bool(classes & NUMBERING_CLASSES) or (tag == "a" and "#equation-" in values.get("href", ""))
         if tag not in VOID:
-            self.stack.append((tag, hides, tag in SKIPPED))
+            self.stack.append((tag, hides, tag in SKIPPED or numbering))
         for key in VISIBLE_ATTRIBUTES:
             if values.get(key):
                 self._take(values[key])
@@ -224,6 +228,18 @@ def test_a_small_whole_number_is_an_answer_only_with_its_unit():
     assert any("p10.b.heading_change_deg" in hit for hit in printed_answers("a turn of 128°", numbers, []))
     for text in ("a cell may run 120 s", "120 of 124 numeric answers", "128 levels of nesting", "128 MiB"):
         assert not printed_answers(text, numbers, []), text
+
+
+def test_the_book_s_own_numbers_are_not_answers():
+    """Section, figure and equation numbers (1.3, Fig. 2.1, (1.3)) are skipped; the same number in text is not."""
+    numbers, _ = answer_targets()
+    page = ('<h2><span class="section-number">1.3. </span>How the pages check</h2>'
+            '<p>see <a class="reference internal" href="#equation-eq-x">(1.3)</a> and '
+            '<span class="caption-number">Fig. 1.3 </span></p>'
+            '<nav><a class="reference internal nav-link" href="#how">1.3. How the pages check</a></nav>')
+    visible, _ = open_text(page)
+    assert not printed_answers(visible, numbers, [])
+    assert printed_answers(open_text("<p>|w| reaches 1.3 rad/s</p>")[0], numbers, [])
 
 
 def test_targets_follow_the_published_precision():
