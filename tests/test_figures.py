@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import yaml
 
+import rbtutor
 from rbtutor import RigidBody, box_inertia, rotation_matrix, simulate
 from rbtutor import figures as F
 from rbtutor.problems import load_data, steady_heel, vessel
@@ -393,3 +394,127 @@ def test_figure_names_are_unique():
     names = [((o.get("mystnb") or {}).get("figure") or {}).get("name") for _, o, _ in figure_cells()]
     names = [n for n in names if n]
     assert len(names) == len(set(names)), sorted(names)
+
+
+# --------------------------------------------------------------------------- point velocity, moment transfer
+
+VELOCITY_CASES = {
+    "bow, steady turn to port": ([5.0, 0.0, 0.0, 0.0, 0.0, 0.02], [50.0, 0.0, 5.0]),
+    "aft to port, all six rates": ([5.0, 0.3, -0.2, 0.08, 0.03, 0.05], [-30.0, 8.0, 5.0]),
+    "starboard, turning to starboard": ([3.0, -0.5, 0.0, 0.0, 0.0, -0.04], [10.0, -6.0, -2.0]),
+}
+
+
+@pytest.mark.parametrize("case", list(VELOCITY_CASES))
+def test_point_velocity_figure_draws_the_sum(case):
+    """The arrows at P are v_O, omega x r_P and v_P = v_O + omega x r_P (rbtutor), to the stated scale."""
+    nu, r_p = (np.asarray(a, dtype=float) for a in VELOCITY_CASES[case])
+    fig = F.point_velocity_figure(nu, r_p)
+    scale = fig.scale
+    v_o, turning = nu[:3], np.cross(nu[3:], r_p)
+    v_p = rbtutor.shift_velocity(nu, r_p)[:3]
+    np.testing.assert_allclose(v_p, v_o + turning, atol=1e-12)
+    np.testing.assert_allclose(point(fig, "O"), [0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(point(fig, "P"), r_p[:2], atol=1e-12)
+    np.testing.assert_allclose(arrow_ends(fig, "r_P")[1], r_p[:2], atol=1e-12)
+    drawn = {}
+    for gid in ("v_O", "v_O-at-P", "omega_x_r_P", "v_P"):
+        tail, head = arrow_ends(fig, gid)
+        drawn[gid] = (tail, (head - tail) / scale)
+    np.testing.assert_allclose(drawn["v_O"][0], [0.0, 0.0], atol=1e-12)
+    for gid in ("v_O-at-P", "v_P"):
+        np.testing.assert_allclose(drawn[gid][0], r_p[:2], atol=1e-12)
+    np.testing.assert_allclose(drawn["v_O"][1], v_o[:2], atol=1e-12)
+    np.testing.assert_allclose(drawn["v_O-at-P"][1], v_o[:2], atol=1e-12)
+    np.testing.assert_allclose(drawn["omega_x_r_P"][1], turning[:2], atol=1e-12)
+    np.testing.assert_allclose(drawn["v_P"][1], v_p[:2], atol=1e-12)
+    # the three arrows close a triangle: omega x r_P starts where v_O (at P) ends, and ends where v_P ends
+    np.testing.assert_allclose(drawn["omega_x_r_P"][0], arrow_ends(fig, "v_O-at-P")[1], atol=1e-12)
+    np.testing.assert_allclose(arrow_ends(fig, "omega_x_r_P")[1], arrow_ends(fig, "v_P")[1], atol=1e-12)
+    # plan view: x forward to the right, y to port upwards; a positive yaw rate turns counter-clockwise
+    ax = fig.axes[0]
+    assert ax.get_xlabel().startswith("$x$")
+    assert ax.get_ylabel().startswith("$y$, to port")
+    assert ax.get_aspect() == 1.0
+    assert np.sign(turning_sense(one(fig, "arc-r").get_xydata())) == np.sign(nu[5])
+    labels = {t.get_gid(): t.get_text() for t in ax.texts if (t.get_gid() or "").startswith("label-")}
+    assert f"[{v_p[0]:.3g}, {v_p[1]:.3g}] m/s" in labels["label-v_P"]
+    note = " ".join(t.get_text() for t in ax.texts)
+    assert ("not drawn" in note) == (v_p[2] != 0.0)
+
+
+def test_point_velocity_figure_scale_and_errors():
+    """An explicit scale is used as given; a body at rest has nothing to draw and says so."""
+    fig = F.point_velocity_figure([2.0, 0.0, 0.0, 0.0, 0.0, 0.01], [40.0, 0.0, 0.0], scale=3.0)
+    tail, head = arrow_ends(fig, "v_P")
+    np.testing.assert_allclose(head - tail, [6.0, 1.2], atol=1e-12)
+    with pytest.raises(ValueError, match="horizontal motion"):
+        F.point_velocity_figure(np.zeros(6), [40.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="r_p"):
+        F.point_velocity_figure([2.0, 0, 0, 0, 0, 0], [40.0, 0.0])
+
+
+# G forward of O and above the waterline: the lever of the transfer term changes sign.
+G_FORWARD = RigidBody(COURSE.mass, [4.0, 0.0, 1.0], COURSE.inertia_g)
+MOMENT_CASES = {
+    "weight aft, course vessel": (COURSE, [0.0, 0.0, -1.962e6], [-30.0, 0.0, 2.5]),
+    "inclined pull at the bow, G forward": (G_FORWARD, [3.0e5, 0.0, -1.0e5], [40.0, 0.0, 1.0]),
+    "push aft through O, course vessel": (COURSE, [-2.0e5, 0.0, 0.0], [42.5, 0.0, 0.0]),
+}
+
+
+@pytest.mark.parametrize("case", list(MOMENT_CASES))
+def test_moment_transfer_figure_draws_m_o_and_m_g(case):
+    """Arc radii and senses give M_O = r_P x F and M_G = M_O - r_G x F (rbtutor.shift_load); levers agree."""
+    body, force, at = MOMENT_CASES[case]
+    force, at = np.asarray(force, dtype=float), np.asarray(at, dtype=float)
+    fig = F.moment_transfer_figure(body, force, at)
+    moment_o = np.cross(at, force)
+    moment_g = rbtutor.shift_load(np.concatenate([force, moment_o]), body.r_g)[3:]
+    np.testing.assert_allclose(moment_o, moment_g + np.cross(body.r_g, force), atol=1e-6)
+    np.testing.assert_allclose(point(fig, "P"), at[[0, 2]], atol=1e-12)
+    np.testing.assert_allclose(point(fig, "G"), body.r_g[[0, 2]], atol=1e-12)
+    np.testing.assert_allclose(point(fig, "O"), [0.0, 0.0], atol=1e-12)
+    tail, head = arrow_ends(fig, "F")
+    np.testing.assert_allclose(tail, at[[0, 2]], atol=1e-12)
+    along = head - tail
+    assert abs(along[0] * force[2] - along[1] * force[0]) < 1e-9 * np.linalg.norm(force)
+    assert along @ force[[0, 2]] > 0.0
+    tail, head = arrow_ends(fig, "r_G")
+    np.testing.assert_allclose(tail, [0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(head, body.r_g[[0, 2]], atol=1e-12)
+    for name, centre, moment in (("O", np.zeros(3), moment_o), ("G", body.r_g, moment_g)):
+        lever = one(fig, f"lever-{name}").get_xydata()
+        np.testing.assert_allclose(lever[0], centre[[0, 2]], atol=1e-12)
+        assert abs(np.linalg.norm(lever[1] - lever[0]) * np.linalg.norm(force) - abs(moment[1])) \
+            < 1e-9 * np.abs(moment).max() + 1e-6
+        arcs = fig.findobj(match=lambda a, n=name: a.get_gid() == f"arc-M_{n}")
+        if moment[1] == 0.0:
+            assert arcs == []
+            continue
+        arc = one(fig, f"arc-M_{name}").get_xydata()
+        radius = np.linalg.norm(arc - centre[[0, 2]], axis=1)
+        np.testing.assert_allclose(radius, fig.arc_scale * abs(moment[1]), rtol=1e-9)
+        # positive about y (into the page, seen from starboard) is clockwise
+        assert np.sign(turning_sense(arc)) == -np.sign(moment[1])
+    texts = {t.get_gid(): t.get_text() for t in fig.axes[1].texts if t.get_gid()}
+    assert set(texts) >= {"M_O", "M_G", "r_G x F"}
+    side = fig.axes[0]
+    assert side.get_xlabel() == "$x$ (m)"
+    assert side.get_ylabel() == "$z$ (m)"
+    assert all(ax.get_aspect() == 1.0 for ax in fig.axes)
+
+
+def test_moment_transfer_figure_course_example_reads_bow_up():
+    """A weight aft of O and of G pitches the bow up about both; the labels say so."""
+    fig = F.moment_transfer_figure(COURSE, [0.0, 0.0, -1.0e6], [-30.0, 0.0, 2.5])
+    texts = {t.get_gid(): t.get_text() for t in fig.axes[1].texts if t.get_gid()}
+    assert "bow up" in texts["M_O"]
+    assert "bow up" in texts["M_G"]
+    assert "-30 MN m" in texts["M_O"]
+    with pytest.raises(ValueError, match="x-z plane"):
+        F.moment_transfer_figure(COURSE, [0.0, 1.0, 0.0], [-30.0, 0.0, 2.5])
+    with pytest.raises(ValueError, match="x-z plane"):
+        F.moment_transfer_figure(MOVED, [0.0, 0.0, -1.0], [-30.0, 0.0, 2.5])
+    with pytest.raises(ValueError, match="non-zero force"):
+        F.moment_transfer_figure(COURSE, [0.0, 0.0, 0.0], [-30.0, 0.0, 2.5])

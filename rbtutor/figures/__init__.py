@@ -19,13 +19,16 @@ matplotlib is imported inside the functions, so ``import rbtutor`` does not pay
 for it.
 
 The figures are in :mod:`.frames` (frames, six motions), :mod:`.loads` (towline, heeling couple) and
-:mod:`.tumbling` (tumbling box), on the common ground of :mod:`.drawing`; this package re-exports them.
+:mod:`.tumbling` (tumbling box), :mod:`.transfer` (velocity of a body point, a moment moved from O to G),
+on the common ground of :mod:`.drawing`; this package re-exports them.
 """
 
 from .drawing import COURSE_HULL, Hull, project, rotation_arc
 from .frames import frames_figure, six_motions_figure
 from .loads import heel_couple_figure, towline_figure
+from .transfer import moment_transfer_figure, point_velocity_figure
 from .tumbling import tumbling_box_figure
 
-__all__ = ["COURSE_HULL", "Hull", "frames_figure", "heel_couple_figure", "project", "rotation_arc",
-           "six_motions_figure", "towline_figure", "tumbling_box_figure"]
+__all__ = ["COURSE_HULL", "Hull", "frames_figure", "heel_couple_figure", "moment_transfer_figure",
+           "point_velocity_figure", "project", "rotation_arc", "six_motions_figure", "towline_figure",
+           "tumbling_box_figure"]
