@@ -204,10 +204,12 @@ def test_outline_is_clean_and_nested(student):
 
 def test_contents_list_has_the_right_page_numbers(student):
     """The printed contents list gives, for each chapter, the page its outline entry points to."""
-    front = "\n".join((student.pages[i].extract_text() or "") for i in range(6))
+    entries = outline_entries(student)
+    first_chapter = min(page for _, _, page in entries)  # the contents list runs until the book starts
+    front = "\n".join((student.pages[i].extract_text() or "") for i in range(first_chapter - 1))
     assert "Contents" in front
     checked, position = 0, 0
-    for depth, title, page in outline_entries(student):
+    for depth, title, page in entries:
         # the entries come in the same order in both; titles with formulas are compared as text elsewhere
         if depth != 1 or len(title) < 12 or not re.fullmatch(r"[\w ,’'()-]+", title):
             continue
