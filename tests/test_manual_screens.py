@@ -188,16 +188,22 @@ def make_screenshots(course: Path) -> subprocess.CompletedProcess:
                            "screenshots"], capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_make_screenshots_copies_every_screen_the_guide_shows(tmp_path):
-    """In a copy of the guide, make screenshots replaces each shown screen by the hub test's file of that name."""
+def _scratch_guide(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A copy of the guide's pages in ``tmp_path``, an empty hub-test folder beside it, and the names
+    of the screens the guide shows."""
     guide = tmp_path / GUIDE.relative_to(ROOT)
     (guide / "screens").mkdir(parents=True)
     for page in GUIDE.glob("*.md"):
         shutil.copy2(page, guide / page.name)
     shots = tmp_path / "test-artifacts" / "hub"
     shots.mkdir(parents=True)
-    names = sorted({Path(image.src).name for image in guide_images()})
+    return guide, shots, sorted({Path(image.src).name for image in guide_images()})
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_screenshots_copies_every_screen_the_guide_shows(tmp_path):
+    """In a copy of the guide, make screenshots replaces each shown screen by the hub test's file of that name."""
+    guide, shots, names = _scratch_guide(tmp_path)
     for name in names:
         (guide / "screens" / name).write_bytes(PNG_MAGIC + b"old " + name.encode())
         (shots / name).write_bytes(PNG_MAGIC + b"new " + name.encode())
@@ -214,13 +220,7 @@ def test_make_screenshots_copies_every_screen_the_guide_shows(tmp_path):
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_screenshots_names_a_missing_screen_and_copies_nothing(tmp_path):
     """When the hub test did not take one of the screens, make screenshots fails, names it and changes no file."""
-    guide = tmp_path / GUIDE.relative_to(ROOT)
-    (guide / "screens").mkdir(parents=True)
-    for page in GUIDE.glob("*.md"):
-        shutil.copy2(page, guide / page.name)
-    shots = tmp_path / "test-artifacts" / "hub"
-    shots.mkdir(parents=True)
-    names = sorted({Path(image.src).name for image in guide_images()})
+    guide, shots, names = _scratch_guide(tmp_path)
     for name in names:
         (guide / "screens" / name).write_bytes(PNG_MAGIC + b"old")
         (shots / name).write_bytes(PNG_MAGIC + b"new")
