@@ -122,11 +122,26 @@ def fold_helpers(nb) -> None:
                               "as released; restored before grading, so not the student's.")
 
 
+def _in_words(item: str) -> str:
+    """One item of the sanitiser's inventory as a grader reads it, without the markup itself (the
+    stored notebook keeps no handler name or scheme a filter could mistake for the real thing)."""
+    count = re.search(r" \((\d+)\)$", item)
+    what = item[:count.start()] if count else item
+    if what.startswith("<") and what.endswith(">"):
+        what = f"{what.strip('<>/').split()[0]} element"
+    elif what.endswith(" attribute") and what.lower().startswith("on"):
+        what = "event-handler attribute"
+    elif " URL" in what:
+        what = "link or source that would run or load something"
+    return f"{what} ({count.group(1)})" if count else what
+
+
 def removed_note(removed: list[str]) -> str:
     """The line left where active content was taken out, so that a grader looking at the cell sees
-    that something was there (``Removed by the grader before showing: <script>, onerror attribute``)."""
+    that something was there (``Removed by the grader before showing: script element, event-handler
+    attribute.``)."""
     return (f'<p class="rbtutor-removed"><em>Removed by the grader before showing: '
-            f"{html.escape(', '.join(removed))}.</em></p>")
+            f"{html.escape(', '.join(dict.fromkeys(_in_words(item) for item in removed)))}.</em></p>")
 
 
 def _sanitize_output(output) -> tuple[list[str], list[str]]:
