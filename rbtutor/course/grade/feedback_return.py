@@ -13,6 +13,7 @@ from ...grading.execute import remove_tree
 from ...grading.feedback import render_bounded, write_feedback
 from ...grading.report import event, record_events, terminal_text
 from ...grading.student_ids import id_problem
+from ..export import plural
 from ..layout import CourseLayout
 from ..nbgrader import api
 
@@ -103,7 +104,7 @@ def return_feedback(layout: CourseLayout) -> int:
                 continue
             returned += 1
         if students:
-            print(f"{name}: feedback returned to {returned} student{'' if returned == 1 else 's'}"
+            print(f"{name}: feedback returned to {plural(returned, 'student')}"
                   + (f" of {len(students)}" if returned != len(students) else ""), flush=True)
     return 1 if failures else 0
 
