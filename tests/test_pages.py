@@ -100,7 +100,7 @@ def test_class_report_escapes_student_text_once():
     for text in (" diagnosis", " reason", " flagged", " event"):
         assert _holds(soup, "td", HOSTILE + text), text
     assert _attribute(soup, "nav a", "href") == ["#" + HOSTILE]
-    assert _attribute(soup, "section", "id") == [HOSTILE]
+    assert _attribute(soup, "section", "id") == ["summary", HOSTILE]  # the class summary, then one a student
     alts = _attribute(soup, "figure img", "alt")
     assert len(alts) == 2
     assert all(HOSTILE in alt for alt in alts)
