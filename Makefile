@@ -97,8 +97,10 @@ book: $(STAMP) $(MOTION3D)
 	$(JB_BUILD)
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
+# The tests run in TEST_WORKERS processes (pytest-xdist); tests/conftest.py says how they are shared out.
+TEST_WORKERS ?= auto
 test: $(STAMP) $(AXE) $(PROXY) $(MOTION3D)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # Every benchmark runs, even after one misses a target; then the status is 1 if any did.
 # BENCH_CLASS=30,300[,3000]: the grading benchmark's class sizes (default 30; larger ones are slow).

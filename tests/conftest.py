@@ -1,8 +1,17 @@
-"""Shared fixtures: the offline book build and a headless Chromium driven over CDP."""
+"""Shared fixtures: the offline book build and a headless Chromium driven over CDP; how tests are
+shared out between pytest-xdist's workers.
+
+Workers (``make test`` runs ``pytest -n``, ``--dist loadgroup``): a test file goes whole to one worker,
+so its module fixtures are made once, unless the file marks its tests
+``@pytest.mark.xdist_group("machine")``: those use state of the whole machine (Unix accounts and
+groups, the course hub and its ports, hub/hubctl.py's folders) and all run on one worker, one after
+another. The book is built once for the run, by the first worker that needs it (:func:`built_book`).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -87,14 +96,47 @@ def toc_pages() -> list[str]:
 BOOK_HTML_ENV = "RBTUTOR_BOOK_HTML"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Each test without an xdist group goes with the rest of its file (see the module's docstring)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
 @pytest.fixture(scope="session")
 def built_book() -> Path:
-    """Build the book exactly as `make book` does, without network; return _build/html."""
+    """Build the book exactly as `make book` does, without network; return _build/html.
+
+    Under pytest-xdist every worker asks for it: the first builds under a lock in _build/, the others
+    wait on the lock and take that build's outcome (a stamp naming this test run), so the book is
+    built once a run."""
     if os.environ.get(BOOK_HTML_ENV):
         html = Path(os.environ[BOOK_HTML_ENV]).resolve()
         if not (html / "index.html").is_file():
             pytest.fail(f"{BOOK_HTML_ENV}={html} has no index.html", pytrace=False)
         return html
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid{os.getpid()}")
+    HTML_DIR.parent.mkdir(exist_ok=True)
+    with open(HTML_DIR.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        stamp = HTML_DIR.parent / ".build-outcome"
+        if stamp.is_file() and stamp.read_text().split("\n", 1)[0] == run:
+            outcome = stamp.read_text().split("\n", 1)[1]
+            if outcome != "ok":
+                pytest.fail(outcome, pytrace=False)
+            return HTML_DIR
+        try:
+            _build_book()
+        except pytest.fail.Exception as failed:
+            stamp.write_text(f"{run}\n{failed.msg}")
+            raise
+        stamp.write_text(f"{run}\nok")
+    return HTML_DIR
+
+
+def _build_book() -> None:
+    """Run jb as the Makefile does; fail the test with the build's flagged lines if it fails."""
     jb = VENV_BIN / "jb"
     if not jb.exists():
         pytest.fail(f"jupyter-book is not installed in the test environment ({jb} missing)")
@@ -117,7 +159,6 @@ def built_book() -> Path:
             + "\n".join(flagged[:40]) + "\n\n--- end of log ---\n" + "\n".join(lines[-60:]),
             pytrace=False,
         )
-    return HTML_DIR
 
 
 class Chromium(_Chromium):
@@ -161,7 +202,8 @@ def headless_chromium(log_name: str, *, block_web: bool = False):
 @pytest.fixture(scope="session")
 def chromium(built_book: Path):
     """A headless Chromium (offline when possible) with one open tab, for the book's pages."""
-    with headless_chromium("chromium.log") as browser:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # one log a worker, not two browsers in one file
+    with headless_chromium(f"chromium{'-' + worker if worker else ''}.log") as browser:
         yield browser
 
 

@@ -404,6 +404,7 @@ def test_a_broken_due_dates_file_leaves_the_date_out_of_the_fetch(tmp_path, capl
     assert any("due dates left out" in r.getMessage() for r in caplog.records), caplog.records
 
 
+@pytest.mark.xdist_group("machine")  # the staff group and the hub's folders
 def test_the_hub_keeps_the_due_dates_where_the_fetch_service_reads_them(tmp_path):
     """hubctl moves the instructor's exercises/due_dates.yaml beside the course data, staff-readable
     only, links it back, and passes it to the fetch service; no file is fine (nothing is due)."""
@@ -490,6 +491,7 @@ def _hubctl_as_root():
     return hubctl, gid
 
 
+@pytest.mark.xdist_group("machine")  # the staff group and the hub's folders
 def test_the_instructor_s_edits_reach_the_next_fetch_without_root_or_restart():
     """On the hub's layout, the instructor (not root, in the staff group, umask 027) writes and edits
     exercises/due_dates.yaml after the set-up, made before any file existed; one running fetch service

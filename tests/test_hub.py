@@ -52,6 +52,9 @@ SHOTS = ROOT / "test-artifacts" / "hub"
 sys.path.insert(0, str(ROOT / "hub"))
 import hubctl  # noqa: E402
 
+# Real accounts, the hub's folders and processes: one worker runs these, one after another.
+pytestmark = pytest.mark.xdist_group("machine")
+
 ASSIGNMENT = "problem03"
 COURSE = Path("/home/instructor/course")
 # due in the future, so nothing is late; student1 has three days more

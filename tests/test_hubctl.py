@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hub"))
 import hubctl  # noqa: E402
 
+# Real accounts, the hub's folders and processes: one worker runs these, one after another.
+pytestmark = pytest.mark.xdist_group("machine")
+
 
 def test_the_course_students_are_acceptable_ids():
     hubctl.check_student_ids(hubctl.STUDENTS, python=sys.executable)

@@ -23,6 +23,9 @@ import pytest
 from rbtutor.grading import intake
 from rbtutor.grading.intake import collect, format_time, parse_time, read_receipt
 
+# Real accounts, the hub's folders and processes: one worker runs these, one after another.
+pytestmark = pytest.mark.xdist_group("machine")
+
 ACCOUNTS = ("rbt-rec-a", "rbt-rec-b")
 NOW = dt.datetime.now(dt.UTC)
 
