@@ -91,15 +91,26 @@ $(MOTION3D):
 	npm install --prefix .node/motion3d --no-save --no-audit --no-fund --loglevel=error three@$(THREE_VERSION) esbuild@$(ESBUILD_VERSION)
 	touch $@
 
-bootstrap: $(STAMP) $(AXE) $(PROXY) $(MOTION3D)
+# reveal.js (npm registry) for the slide decks of the chapter pages: book/_ext/slides.py copies it into
+# _static/reveal/ when the book is written. Into a prefix of its own, .node/slides/, like three.js.
+# The book cannot be built without it.
+REVEAL_VERSION := 6.0.2
+SLIDES := .node/slides/.installed-reveal-$(REVEAL_VERSION)
 
-book: $(STAMP) $(MOTION3D)
+$(SLIDES):
+	@command -v npm >/dev/null || { echo "npm not found: install npm (apt-get install npm); the book's slide decks need reveal.js from the npm registry" >&2; exit 1; }
+	npm install --prefix .node/slides --no-save --no-audit --no-fund --loglevel=error reveal.js@$(REVEAL_VERSION)
+	touch $@
+
+bootstrap: $(STAMP) $(AXE) $(PROXY) $(MOTION3D) $(SLIDES)
+
+book: $(STAMP) $(MOTION3D) $(SLIDES)
 	$(JB_BUILD)
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
 # The tests run in TEST_WORKERS processes (pytest-xdist); tests/conftest.py says how they are shared out.
 TEST_WORKERS ?= auto
-test: $(STAMP) $(AXE) $(PROXY) $(MOTION3D)
+test: $(STAMP) $(AXE) $(PROXY) $(MOTION3D) $(SLIDES)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # Every benchmark runs, even after one misses a target; then the status is 1 if any did.
@@ -125,7 +136,7 @@ EDITION ?= student
 PDF := _build/pdf/rbtutor$(if $(filter instructor,$(EDITION)),-instructor).pdf
 JB_SINGLEHTML := jb build . --all -W --keep-going --builder singlehtml --path-output _build/pdf
 
-pdf: $(STAMP) $(MOTION3D)
+pdf: $(STAMP) $(MOTION3D) $(SLIDES)
 	$(JB_SINGLEHTML)
 	$(PY) book/_ext/print_pdf.py _build/pdf/_build/singlehtml/index.html $(PDF) --edition $(EDITION)
 
