@@ -2,9 +2,10 @@
 
 * Log-in with the machine's Unix accounts and passwords (PAM); the accounts, their groups and
   the paths are those of hubctl.py.
-* Each user's server is started as that Unix user (LocalProcessSpawner), in their home, with
-  JupyterLab: an instructor's from the course environment /opt/rbtutor/venv, a student's from
-  /opt/rbtutor/student, which has no rbtutor (hubctl.STUDENT_VENV).
+* Each user's server is started as that Unix user (course_spawner.py: LocalProcessSpawner, with a
+  start page that says how far along it is), in their home, with JupyterLab: an instructor's
+  from the course environment /opt/rbtutor/venv, a student's from /opt/rbtutor/student, which
+  has no rbtutor (hubctl.STUDENT_VENV).
 * Course membership comes from the hub's groups ``formgrade-rbtutor`` (instructors) and
   ``nbgrader-rbtutor`` (students); each server's token may read its own user's groups, which is
   what nbgrader's JupyterHubAuthPlugin asks.
@@ -45,7 +46,9 @@ c.JupyterHub.load_groups = {
     hubctl.STUDENT_GROUP: {"users": list(hubctl.STUDENTS)},
 }
 
-c.JupyterHub.spawner_class = "localprocess"
+c.JupyterHub.spawner_class = "course_spawner.CourseSpawner"  # LocalProcessSpawner that says how far a start is
+c.CourseSpawner.history_file = str(hubctl.STATE / "start_seconds.json")  # how long starts took here
+c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}  # the progress page at once, not after 10 s
 c.Spawner.cmd = [str(hubctl.VENV / "bin" / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"

@@ -127,6 +127,8 @@ def reset_course_state() -> None:
     shutil.rmtree(hubctl.EXCHANGE / hubctl.COURSE_ID, ignore_errors=True)
     for student in hubctl.STUDENTS:
         shutil.rmtree(hubctl.home(student) / ASSIGNMENT, ignore_errors=True)
+        # nbgrader's record of the student's submissions, which the Assignment List shows (one per earlier run)
+        shutil.rmtree(hubctl.home(student) / ".local" / "share" / "jupyter" / "nbgrader_cache", ignore_errors=True)
     for name in ("release", "submitted", "autograded", "feedback", "integrity", ".grading", "checks", "report"):
         shutil.rmtree(COURSE / name, ignore_errors=True)
     # the assignment's source as in the checkout (the course folder is copied only once, so an
@@ -232,8 +234,10 @@ class Session:
 
     def __init__(self, browser, user: str, password: str):
         self.user = user
+        self.start_shot = False
         self.base = f"{hubctl.URL}/user/{user}"
         self.context = browser.new_context(viewport={"width": 1400, "height": 900})
+        self.context.add_init_script(_SPAWN_PROGRESS_JS)
         self.page = self.context.new_page()
         self.page.set_default_timeout(60_000)
         page = self.page
@@ -244,6 +248,8 @@ class Session:
         self.wait_for_server()
         self.waited("JupyterLab's main area", lambda: page.wait_for_selector("#jp-main-dock-panel"))
         self.waited("the Nbgrader menu", lambda: page.wait_for_selector(".lm-MenuBar-itemLabel:text-is('Nbgrader')"))
+        start_progress_shown(self)
+        page.evaluate(_WAITS_JS)
 
     def wait_for_server(self, timeout: float = 240.0) -> None:
         """Wait until the browser is in JupyterLab, failing at once when the hub reports a failed spawn.
@@ -261,6 +267,9 @@ class Session:
             except PlaywrightError:  # the page navigated while we read it
                 text = ""
             waited = time.monotonic() - started
+            if "s so far" in text and self.user in ("student1", "instructor") and not self.start_shot:
+                self.shot(f"00-{self.user}-server-starting")  # the start page with the course's progress
+                self.start_shot = True
             if "Spawn failed" in text or "failed to start" in text.lower() or waited > timeout:
                 raise AssertionError(f"{self.user}'s server did not come up (waited {waited:.0f} s)\n"
                                      f"{page_state(self.page)}\n{hub_log_tail()}")
@@ -281,8 +290,8 @@ class Session:
             raise AssertionError(f"{self.user}: no {what}: {exc}\n{page_state(self.page)}\n{hub_log_tail()}") \
                 from None
 
-    def shot(self, name: str) -> None:
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+    def shot(self, name: str, page=None, full_page: bool = False) -> None:
+        (page or self.page).screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
     def api(self, method: str, path: str, data=None):
         """A call to this user's Jupyter server with the browser's cookies and XSRF token."""
@@ -300,6 +309,79 @@ class Session:
 
     def close(self):
         self.context.close()
+
+
+#: kept in the tab's sessionStorage (which outlives the move to JupyterLab): each step of the start page's
+#: progress bar as [percent, message]
+_SPAWN_PROGRESS_JS = """(() => {
+  if (!location.pathname.includes("/hub/spawn-pending/")) return;
+  const keep = () => {
+    const bar = document.getElementById("progress-bar"), message = document.getElementById("progress-message");
+    if (!bar || !message || !message.textContent) return;
+    const seen = JSON.parse(sessionStorage.getItem("rbtutor-spawn-progress") || "[]");
+    const step = [bar.getAttribute("aria-valuenow"), message.textContent];
+    const last = seen[seen.length - 1];
+    if (last && last[0] === step[0] && last[1] === step[1]) return;
+    seen.push(step);
+    sessionStorage.setItem("rbtutor-spawn-progress", JSON.stringify(seen));
+  };
+  document.addEventListener("DOMContentLoaded", () => new MutationObserver(keep).observe(document.body,
+    {subtree: true, childList: true, attributes: true, characterData: true}));
+})()"""
+
+#: every text a wait line of the Assignment List showed, as "action: text", however briefly it was there
+_WAITS_JS = """() => {
+  if (window.rbtutorWaitsSeen) return;
+  window.rbtutorWaitsSeen = [];
+  const keep = () => document.querySelectorAll(".rbtutor-busy").forEach((line) => {
+    const text = line.dataset.action + ": " + line.innerText.trim();
+    if (!window.rbtutorWaitsSeen.includes(text)) window.rbtutorWaitsSeen.push(text);
+  });
+  new MutationObserver(keep).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def start_progress_shown(s: Session) -> None:
+    """The hub's start page showed the course spawner's steps: what is prepared, that JupyterLab runs as the
+    user, and a count of the seconds against the usual time, with the bar between those steps."""
+    steps = json.loads(s.page.evaluate("() => sessionStorage.getItem('rbtutor-spawn-progress') || '[]'"))
+    said = "\n".join(f"{percent}%: {message}" for percent, message in steps)
+    assert any(m.startswith(f"Preparing {s.user}'s JupyterLab") for _, m in steps), said
+    assert any(m.startswith(f"JupyterLab started as {s.user} (process ") for _, m in steps), said
+    counting = [int(p) for p, m in steps if re.search(r"loading: \d+ s so far, usually about \d+ s", m)]
+    assert counting, f"no count of the seconds on {s.user}'s start page:\n{said}"
+    assert all(20 <= p <= 90 for p in counting), said
+    assert counting == sorted(counting), f"the bar went back while counting:\n{said}"
+
+
+def wait_shown(s: Session, action: str, name: str, moved: bool = False) -> list[str]:
+    """The wait line of ``action`` was shown for ``name`` while nbgrader worked (with ``moved``: its count
+    went on), and is gone now; returns what it said. Clears the record for the next action."""
+    s.waited(f"the end of the {action} wait line",
+             lambda: s.page.wait_for_function("() => !document.querySelector('.rbtutor-busy')", timeout=120_000))
+    seen = s.page.evaluate("() => window.rbtutorWaitsSeen.splice(0)")
+    texts = [text for text in seen if text.startswith(f"{action}: ")]
+    assert any(name in text and re.search(r"\d+ s so far", text) for text in texts), (action, name, seen)
+    if moved:
+        assert len({re.search(r"(\d+) s so far", t).group(1) for t in texts}) > 1, f"the count stood still: {texts}"
+    return texts
+
+
+def test_the_start_page_counts_against_the_usual_time():
+    """The course spawner's count while JupyterLab loads: the bar moves with the seconds up to the usual
+    time and never past its share, and a start slower than usual says so with the hub's limit."""
+    import course_spawner as spawner
+
+    assert spawner.usual_seconds([]) == spawner.FIRST_GUESS
+    assert spawner.usual_seconds([30.0, 10.0, 12.0]) == 12.0
+    events = [spawner.loading_event(t, 12.0, 180) for t in (0, 3, 6, 12, 13, 100)]
+    bars = [e["progress"] for e in events]
+    assert bars == sorted(bars), bars
+    assert bars[0] == spawner.LAUNCHED, bars
+    assert bars[-1] == spawner.LOADED, bars
+    assert events[1]["message"] == "JupyterLab is loading: 3 s so far, usually about 12 s"
+    assert events[4]["message"].startswith("JupyterLab is still loading: 13 s so far (usually about 12 s;")
+    assert events[4]["message"].endswith("up to 3 min)")
 
 
 def test_the_course_s_own_environment_works_beside_the_hub(hub, tmp_path):
@@ -323,7 +405,11 @@ def test_assignment_loop_on_the_hub(hub):
     from playwright.sync_api import sync_playwright
 
     as_instructor("python", "-m", "rbtutor.course", "generate")  # as the README says
-    as_instructor("nbgrader", "release_assignment", ASSIGNMENT, "--force")
+    released = as_instructor("python", "-m", "rbtutor.course", "release", ASSIGNMENT, "--force").stdout
+    # what it starts says so before nbgrader's copy, and the end says how long it took
+    starting = rf"releasing {ASSIGNMENT}: \d+ files? of release/{ASSIGNMENT} into the exchange\.\.\.\n"
+    assert re.match(starting, released), released
+    assert re.search(rf"^released {ASSIGNMENT} in \d+\.\d s: students can fetch it now$", released, re.M), released
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -370,6 +456,7 @@ def run_loop(browser, passwords):
         due_in_list(s, released, student)
         released.locator("button:text-is('Fetch')").click()
         s.page.locator("#fetched_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
+        wait_shown(s, "fetch", f"Fetching {ASSIGNMENT} with your own numbers")
         s.shot(f"04-{student}-fetched")
         own_copy = s.api("GET", f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb").json()["content"]
         data_cells[student] = data_cell(own_copy)
@@ -382,7 +469,11 @@ def run_loop(browser, passwords):
         dialog = s.page.locator(".jp-Dialog")
         if not sign_error:  # validating before answering: one summary line, the unanswered parts in one line
             fetched.locator("button:text-is('Validate')").first.click()
+            busy = fetched.locator(".rbtutor-busy")
+            s.waited("the Validate wait line", partial(busy.wait_for))
+            s.shot(f"05c-{student}-validating")
             dialog.wait_for(timeout=180_000)
+            wait_shown(s, "validate", f"Validating {ASSIGNMENT}.ipynb", moved=True)
             parts = parts_of(own_copy)
             summary = validate_summary(s, dialog)
             s.shot(f"05a-{student}-validated-unanswered")
@@ -409,6 +500,7 @@ def run_loop(browser, passwords):
         checks_before = attempts_logged()
         fetched.locator("button:text-is('Validate')").first.click()
         dialog.wait_for(timeout=180_000)
+        wait_shown(s, "validate", f"Validating {ASSIGNMENT}.ipynb")
         message = dialog.locator("#validation-message")
         text = validate_summary(s, dialog)
         s.shot(f"05-{student}-validated")
@@ -458,6 +550,8 @@ def run_loop(browser, passwords):
     assert attempts_logged() == checks_before + 1, "a check from a kernel is one attempt in the log"
     sessions["student2"].shot("06b-student2-checked")
     assert "p3.b.K: not right yet: the sign is wrong" in checked, checked
+    # it says that it asks before the answer comes
+    assert 0 <= checked.find("p3.b.K: checking with the course hub") < checked.find("p3.b.K: not right yet"), checked
     for pattern in key_values("student2"):
         assert not re.search(pattern, checked), f"a key value ({pattern}) is in the check's reply"
 
@@ -474,7 +568,7 @@ def run_loop(browser, passwords):
     # --- instructor: collect, grade
     collected = as_instructor("python", "-m", "rbtutor.course", "collect", ASSIGNMENT)
     assert "collected problem03 from 3 student(s)" in collected.stdout, collected.stdout
-    as_instructor("python", "-m", "rbtutor.course", "grade")
+    grading_said(as_instructor("python", "-m", "rbtutor.course", "grade").stdout, 3)
     if hubctl.gradebook_url():  # graded into PostgreSQL, nothing into a SQLite file
         assert not (COURSE / "gradebook.db").exists()
     scores = read_grades()
@@ -493,6 +587,7 @@ def run_loop(browser, passwords):
     menu = teacher.page.locator(".lm-Menu-content").inner_text()
     assert "Formgrader" in menu, menu
     teacher.page.keyboard.press("Escape")
+    released_in_formgrader(teacher)
     # the check statistics: the instructor sees student2's attempt, a student is refused
     teacher.page.goto(f"{hubctl.URL}/services/rbtutor-check/stats")
     teacher.page.wait_for_selector("table")
@@ -516,6 +611,7 @@ def run_loop(browser, passwords):
                    lambda: page.wait_for_function("() => window.MathJax && MathJax.loaded === true"))
     assert page.evaluate("() => MathJax.version").startswith("3."), page.evaluate("() => MathJax.version")
     assert not elsewhere, f"the Formgrader page asked other hosts: {elsewhere}"
+    submission_opens_on_the_work(teacher)
     # the model answer and rubric in view, below the written answer being graded
     notes = page.locator("div.rbtutor-grader-note")
     due_note = notes.nth(0).inner_text()  # atop the notebook: student1's own due date, with the extension
@@ -550,10 +646,12 @@ def run_loop(browser, passwords):
         s = sessions[student]
         s.page.reload()
         s.page.wait_for_selector(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
+        s.page.evaluate(_WAITS_JS)
         s.open_assignment_list()
         submitted = s.page.locator("#submitted_assignments_list")
         submitted.locator("button:text-is('Fetch Feedback')").first.click()
         s.page.locator("#submitted_assignments_list").locator("text=view feedback").first.wait_for()
+        wait_shown(s, "feedback", f"Fetching the feedback on {ASSIGNMENT}")
         s.shot(f"09-{student}-feedback-fetched")
         listing = s.api("GET", f"api/contents/{ASSIGNMENT}/feedback").json()["content"]
         stamp = listing[0]["path"]
@@ -573,6 +671,46 @@ def run_loop(browser, passwords):
     secrets_out_of_reach(sessions["student1"], data_cells)
     for s in sessions.values():
         s.close()
+
+
+def grading_said(out: str, count: int) -> None:
+    """``rbtutor grade`` says what it starts before the first notebook is done, one line per submission
+    with the count and the time left, and what it writes at the end."""
+    lines = out.splitlines()
+    start = next((k for k, line in enumerate(lines) if line.startswith("grading ")), None)
+    assert start is not None, out
+    assert re.fullmatch(rf"grading {count} submissions with \d+ workers?: one line each as it is done, with the "
+                        "time left at the pace so far", lines[start]), out
+    assert "working out the keys of" in out, out  # the hub's course gives each student their own numbers
+    done = [line for line in lines[start:] if re.match(rf"\[\d+/{count}\] ", line)]
+    assert [line.split(" ")[0] for line in done] == [f"[{k}/{count}]" for k in range(1, count + 1)], out
+    assert all(re.search(r"about [^)]+ left\)$", line) for line in done[:-1]), out
+    writing = lines.index("writing grades.csv, the integrity report and the class report...")
+    assert writing > lines.index(done[-1]), out
+
+
+def released_in_formgrader(teacher: Session) -> None:
+    """The Formgrader's list of assignments shows problem03 as released (rbtutor release put it there)."""
+    page = teacher.page
+    page.goto(f"{teacher.base}/formgrader/")
+    row = page.locator("tbody tr").filter(has_text=ASSIGNMENT).first
+    teacher.waited("problem03 in the Formgrader's assignments", partial(row.wait_for))
+    teacher.shot("06e-instructor-released")
+    cells = row.locator("td").all_inner_texts()
+    assert [cell.strip() for cell in cells[:3]] == [ASSIGNMENT, "2030-03-01 12:00:00 UTC", "released"], cells
+
+
+def submission_opens_on_the_work(teacher: Session) -> None:
+    """A submission in the Formgrader opens on the student's work: the locked helper cell is one line."""
+    page = teacher.page
+    page.evaluate("() => window.scrollTo(0, 0)")
+    helper = page.locator("text=/The course's locked helper cell \\(\\d+ lines/").first
+    teacher.waited("the one line of the helper cell", partial(helper.wait_for))
+    teacher.shot("07a-instructor-submission")
+    box = helper.bounding_box()
+    assert box is not None, "the helper cell's line is not laid out"
+    assert box["height"] < 40, box  # one line
+    assert box["y"] < 900, box  # on the first screen
 
 
 def close_dialog(dialog) -> None:
@@ -622,6 +760,7 @@ def partly_answered(s: Session, fetched, dialog, parts: dict[str, list[str]]) ->
     checks_before = attempts_logged()
     fetched.locator("button:text-is('Validate')").first.click()
     dialog.wait_for(timeout=180_000)
+    wait_shown(s, "validate", f"Validating {ASSIGNMENT}.ipynb")
     summary = validate_summary(s, dialog)
     s.shot("05b-student1-validate-summary")
     assert attempts_logged() == checks_before, "Validate spent checks"
@@ -702,6 +841,7 @@ def submit_confirmed(s: Session, fetched, student: str, parts: int) -> None:
     while len(inbound_entries(student)) == len(before) and time.monotonic() - started < 120:
         time.sleep(0.5)
     assert len(inbound_entries(student)) == len(before) + 1, (before, inbound_entries(student))
+    wait_shown(s, "submit", f"Submitting {ASSIGNMENT}")
 
 
 _EXECUTE_JS = """async ([base, kernel, code]) => await new Promise((resolve, reject) => {
@@ -969,7 +1109,8 @@ def class_report_in_browser(teacher) -> None:
     assert response.ok, f"{url}: {response and response.status}"
     page.wait_for_selector(f"h2:text-is('{ASSIGNMENT}')")
     images = page.evaluate("() => [...document.images].map(i => ({alt: i.alt, width: i.naturalWidth}))")
-    page.screenshot(path=str(SHOTS / "11-instructor-class-report.png"), full_page=True)
+    teacher.shot("11-instructor-class-report", page=page, full_page=True)
+    teacher.shot("11a-instructor-class-report-top", page=page)  # what the report opens on
     assert len(images) == 2, images
     assert all(i["width"] > 100 for i in images), images
     alts = [i["alt"] for i in images]

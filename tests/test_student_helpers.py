@@ -172,6 +172,9 @@ def test_a_well_formed_value_is_sent_and_the_reply_is_one_line_with_plurals_righ
                                         "'p3.b.K', 2.0", "'p3.b.K', [1.0, 2.0]"], problem=3)
     finally:
         stand_in.close()
+    note = "p3.b.K: checking with the course hub (a few seconds at most)..."
+    assert [k for k, line in enumerate(lines) if line == note] == [0, 2, 4, 6], lines  # before each value sent
+    lines = [line for line in lines if line != note]
     assert lines == ["p3.b.K: right. 1 check of this part left this hour.",
                      "p3.b.K: not right yet: the sign is wrong (x forward, y to port, z up). "
                      "0 checks of this part left this hour.",

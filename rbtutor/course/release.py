@@ -4,16 +4,19 @@
 nbgrader's exchange (``nbgrader release_assignment``), after which students see it in their
 Assignment List. It refuses, in one line and with status 2, an assignment the course does not have
 or whose student version has not been written yet, and says so when the assignment is already
-released (``--force`` releases it again: students who fetched it keep their copy).
+released (``--force`` releases it again: students who fetched it keep their copy). It says what it
+starts before nbgrader's copy (a second or two) and how long that took when done.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 from traitlets.config import Config
 
 from ..grading.report import terminal_text
+from .export import plural
 from .layout import CourseLayout
 from .nbgrader import api
 
@@ -29,6 +32,10 @@ def release(layout: CourseLayout, assignment: str, force: bool = False, out=None
     if not (layout.release / assignment).is_dir():
         print(f"rbtutor release: no release/{assignment} yet: run 'rbtutor assign' first", file=err)
         return 2
+    files = [path for path in (layout.release / assignment).rglob("*") if path.is_file()]
+    print(f"releasing {assignment}: {plural(len(files), 'file')} of release/{assignment} into the exchange...",
+          file=out, flush=True)
+    started = time.monotonic()
     grader = api(layout)
     if force:
         grader.update_config(Config({"ExchangeReleaseAssignment": {"force": True}}))
@@ -43,5 +50,5 @@ def release(layout: CourseLayout, assignment: str, force: bool = False, out=None
             print(f"rbtutor release: nbgrader refused {assignment}: "
                   f"{terminal_text(lines[-1] if lines else 'no reason given')}", file=err)
         return 1
-    print(f"released {assignment}: students can fetch it now", file=out)
+    print(f"released {assignment} in {time.monotonic() - started:.1f} s: students can fetch it now", file=out)
     return 0

@@ -246,6 +246,7 @@ def check(answer_id, value):
     body = json.dumps({"id": answer_id, "value": sent}, allow_nan=False).encode()
     request = urllib.request.Request(url, data=body, method="POST", headers={
         "Authorization": f"token {token}", "Content-Type": "application/json"})
+    print(f"{answer_id}: checking with the course hub (a few seconds at most)...", flush=True)
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             verdict = json.loads(response.read().decode())

@@ -23,6 +23,7 @@ from ...grading.sandbox import zygote_starting
 from ...grading.student_ids import id_problem
 from ...problems.variants import per_student
 from ..class_report import write_class_report
+from ..export import plural
 from ..late import prepare_deadlines, settle_penalties
 from ..layout import CourseLayout
 from ..nbgrader import api, index_gradebook
@@ -147,6 +148,7 @@ def store_class_keys(layout: CourseLayout, grader, students: list[str]) -> Path 
         return None
     layout.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(layout.scratch, 0o700)
+    print(f"working out the keys of {plural(len(students), 'student')} (each has their own numbers)...", flush=True)
     return write_class_keys(store, data, students, new_pool=lambda _: worker_pool(default_jobs()))
 
 
@@ -156,6 +158,7 @@ def finish_run(layout: CourseLayout, grader, count: int, failures: list, elapsed
     not graded, or grades.csv or a report could not be written)."""
 
     status = 1 if failures else 0
+    print("writing grades.csv, the integrity report and the class report...", flush=True)
     for assignment, student, reason in failures:  # no points anywhere for a submission not graded
         if id_problem(student):
             continue  # a refused id never reached the gradebook or the grader's folders
@@ -242,6 +245,8 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
             return 2
         jobs = jobs or default_jobs()
         count = len(work) + len(failures)
+        print(f"grading {plural(len(work), 'submission')} with {plural(jobs, 'worker')}: one line each as it is "
+              "done, with the time left at the pace so far", flush=True)
         start = time.perf_counter()
         zygote_ready()
         if jobs == 1:

@@ -20,6 +20,11 @@
 // page load passes the hub's OAuth by itself and needs no _xsrf value. The result of the last
 // Validate of a notebook is kept in this browser (localStorage) with the notebook's modification time.
 //
+// Waits. nbgrader only relabels the button it runs ("Validating...") and disables it. Beside such a
+// button a line says what is being done, for how long so far, against how long it usually takes in this
+// browser (the median of the last ten, kept in localStorage), with a bar that fills towards that
+// time and turns into a moving bar once it is past; the line goes when nbgrader is done.
+//
 // JupyterLab loads a prebuilt extension as a module-federation container registered on
 // window._JUPYTERLAB[name] with init() and get(module); this file is that container, by hand.
 (function () {
@@ -49,6 +54,9 @@
     "  gap: 8px; padding-top: 12px; }",
     "#rbtutor-submit-confirm .rbtutor-late { color: var(--jp-error-color1, #d32f2f); font-weight: bold; }",
     ".rbtutor-due { color: var(--jp-ui-font-color1, #333); }",
+    ".rbtutor-busy { display: flex; align-items: center; gap: 8px; padding: 2px 0 6px 0;",
+    "  color: var(--jp-ui-font-color1, #333); }",
+    ".rbtutor-busy progress { width: 140px; flex: none; }",
     ".rbtutor-due.rbtutor-late { color: var(--jp-error-color1, #d32f2f); }"
   ].join("\n");
 
@@ -457,12 +465,87 @@
     });
   }
 
+  // ------------------------------------------------------------------------------------------ waits
+
+  // nbgrader's label while it works, and what it is doing then
+  var BUSY = { "Fetching...": "fetch", "Validating...": "validate", "submitting...": "submit",
+    "Fetching Feedback...": "feedback" };
+  var DOING = { fetch: "Fetching %s with your own numbers", validate: "Validating %s: every cell runs",
+    submit: "Submitting %s", feedback: "Fetching the feedback on %s" };
+  var FIRST_GUESS = { fetch: 5, validate: 15, submit: 4, feedback: 4 };  // seconds, before a wait was timed here
+  var KEPT = 10;
+
+  function usualSeconds(action) {
+    var past = [];
+    try { past = JSON.parse(localStorage.getItem("rbtutor-wait:" + action) || "[]"); } catch (e) { past = []; }
+    if (!Array.isArray(past) || !past.length) return FIRST_GUESS[action];
+    var sorted = past.slice().sort(function (a, b) { return a - b; }), middle = Math.floor(sorted.length / 2);
+    return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+  }
+
+  function rememberWait(action, seconds) {
+    var past = [];
+    try { past = JSON.parse(localStorage.getItem("rbtutor-wait:" + action) || "[]"); } catch (e) { past = []; }
+    if (!Array.isArray(past)) past = [];
+    past.push(Math.round(seconds * 10) / 10);
+    try { localStorage.setItem("rbtutor-wait:" + action, JSON.stringify(past.slice(-KEPT))); } catch (e) { /* full */ }
+  }
+
+  function waitText(action, name, elapsed, usual) {
+    var doing = DOING[action].replace("%s", name) + "… " + Math.floor(elapsed) + " s so far";
+    if (elapsed <= usual) return doing + " (usually about " + Math.round(usual) + " s here)";
+    return doing + ", longer than the usual " + Math.round(usual) + " s: a busy hub is slower, please wait";
+  }
+
+  // What the button of ``row`` acts on: the notebook of a Validate row, else the assignment.
+  function actedOn(button, action) {
+    var row = button.closest(".list_item");
+    var link = action === "validate" && row && row.querySelector(".item_name a");
+    if (link) return link.innerText.trim() + ".ipynb";
+    var outer = row && (row.closest("#released_assignments_list > .list_item, #fetched_assignments_list > " +
+      ".list_item, #submitted_assignments_list > .list_item") || row);
+    return (outer && assignmentName(outer)) || "the assignment";
+  }
+
+  // Once nbgrader has relabelled ``button``: a line under its row until the label changes back or the
+  // list is redrawn.
+  function showWait(button) {
+    var action = BUSY[button.innerText.trim()];
+    var row = button.closest(".list_item");
+    if (!action || !row || row.querySelector(":scope > .rbtutor-busy")) return;
+    var label = button.innerText.trim(), name = actedOn(button, action), usual = usualSeconds(action);
+    var line = el("div", null, "rbtutor-busy col-md-12");
+    line.setAttribute("role", "status");
+    line.dataset.action = action;
+    var bar = el("progress");
+    bar.max = 100;
+    var words = el("span", waitText(action, name, 0, usual), "rbtutor-busy-text");
+    line.append(bar, words);
+    row.append(line);
+    var started = Date.now();
+    function tick() {
+      var elapsed = (Date.now() - started) / 1000;
+      if (!button.isConnected || button.innerText.trim() !== label) {
+        clearInterval(timer);
+        line.remove();
+        rememberWait(action, elapsed);
+        return;
+      }
+      if (elapsed <= usual) bar.value = Math.min(95, 100 * elapsed / usual);
+      else bar.removeAttribute("value");  // past the usual time: a moving bar, no made-up share
+      words.innerText = waitText(action, name, elapsed, usual);
+    }
+    var timer = setInterval(tick, 1000);
+    tick();
+  }
+
   // ------------------------------------------------------------------------------------- wiring
 
   function onClick(event) {
     var button = event.target.closest && event.target.closest("button");
     if (!button) return;
     var label = button.innerText.trim();
+    setTimeout(function () { showWait(button); }, 0);  // after nbgrader's own handler has relabelled it
     if (label === "Validate") {
       var row = button.closest(".nested_list_item"), outer = button.closest(".assignment-notebooks");
       var link = row && row.querySelector(".item_name a");
@@ -496,7 +579,8 @@
 
   var plugin = {
     id: "rbtutor-validate:plugin",
-    description: "Validate gives a summary by part; Submit asks first, with the due date and the last Validate.",
+    description: "Validate gives a summary by part; Submit asks first, with the due date and the last Validate; " +
+      "a wait of the Assignment List says what is being done and for how long.",
     autoStart: true,
     activate: function (application) {
       app = application;
