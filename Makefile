@@ -33,7 +33,7 @@ help:
 	@echo "make book       build the course book into _build/html/index.html"
 	@echo "make pdf        the whole book as one PDF, offline: _build/pdf/rbtutor.pdf"
 	@echo "                (EDITION=instructor: with the answers, _build/pdf/rbtutor-instructor.pdf)"
-	@echo "make screenshots  the student guide's screens (book/manual/student/screens/) again from test-artifacts/hub/"
+	@echo "make screenshots  the Student and Instructor guides' screens (book/manual/*/screens/) again from test-artifacts/hub/"
 	@echo "make test       run the test suite (builds the book offline, browser checks)"
 	@echo "make bench      run every benchmarks/bench_*.py"
 	@echo "make lint       ruff check ."
@@ -140,28 +140,32 @@ pdf: $(STAMP) $(MOTION3D) $(SLIDES)
 	$(JB_SINGLEHTML)
 	$(PY) book/_ext/print_pdf.py _build/pdf/_build/singlehtml/index.html $(PDF) --edition $(EDITION)
 
-# The screenshots of the student guide, taken again from the last run of tests/test_hub.py, which
-# saves them into test-artifacts/hub/: every screens/NAME.png a page of the guide shows is copied
-# from there into book/manual/student/screens/ (tracked in git, so the book builds without a hub).
-# Nothing is copied when one is missing.
-GUIDE   := book/manual/student
+# The screenshots of the Student and Instructor guides, taken again from the last run of
+# tests/test_hub.py, which saves them into test-artifacts/hub/: every screens/NAME.png a page of a
+# guide shows is copied from there into that guide's screens/ folder (tracked in git, so the book
+# builds without a hub). Nothing is copied when one is missing.
+GUIDES  := book/manual/student book/manual/instructor
 SHOTS   := test-artifacts/hub
 
 .PHONY: screenshots
 screenshots:
-	@names=$$(grep -ho 'screens/[A-Za-z0-9._-]*\.png' $(GUIDE)/*.md | sed 's|^screens/||' | sort -u); \
-	if [ -z "$$names" ]; then echo "make screenshots: no page of $(GUIDE)/ shows a screens/*.png" >&2; exit 1; fi; \
+	@targets=""; \
+	for guide in $(GUIDES); do \
+	  for name in $$(cat $$guide/*.md 2>/dev/null | grep -o 'screens/[A-Za-z0-9._-]*\.png' | sed 's|^screens/||' | sort -u); do \
+	    targets="$$targets $$guide/screens/$$name"; \
+	  done; \
+	done; \
+	if [ -z "$$targets" ]; then echo "make screenshots: no page of $(GUIDES) shows a screens/*.png" >&2; exit 1; fi; \
 	missing=0; \
-	for name in $$names; do \
-	  if [ ! -f "$(SHOTS)/$$name" ]; then \
-	    echo "make screenshots: $(SHOTS)/$$name is missing: run tests/test_hub.py (as root) first" >&2; \
+	for target in $$targets; do \
+	  if [ ! -f "$(SHOTS)/$${target##*/}" ]; then \
+	    echo "make screenshots: $(SHOTS)/$${target##*/} is missing: run tests/test_hub.py (as root) first" >&2; \
 	    missing=1; \
 	  fi; \
 	done; \
 	[ $$missing -eq 0 ] || exit 1; \
-	mkdir -p $(GUIDE)/screens; \
-	for name in $$names; do cp "$(SHOTS)/$$name" "$(GUIDE)/screens/$$name"; done; \
-	echo "make screenshots: $$(echo $$names | wc -w) screens copied from $(SHOTS)/ into $(GUIDE)/screens/"
+	for target in $$targets; do mkdir -p "$${target%/*}"; cp "$(SHOTS)/$${target##*/}" "$$target"; done; \
+	echo "make screenshots: $$(echo $$targets | wc -w) screens copied from $(SHOTS)/ into the guides' screens/ folders"
 
 # The student versions of the assignments, from the reference data or from DATA=variant.yaml.
 assignments: $(STAMP)

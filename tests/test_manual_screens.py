@@ -1,10 +1,11 @@
-"""The student guide's screenshots: tracked in git, taken by the hub test, described for those who cannot see them.
+"""The guides' screenshots: tracked in git, taken by the hub test, described for those who cannot see them.
 
-The pages of ``book/manual/student/`` show screenshots of the real hub. ``tests/test_hub.py`` takes
-them (``Session.shot(name)`` saves ``test-artifacts/hub/<name>.png``), ``make screenshots`` copies the
-ones the guide shows into ``book/manual/student/screens/``, and the book builds from that copy. These
-tests read the guide's pages and the hub test's source, so a page cannot show a screen that is not in
-the repository, nor one the hub test no longer takes, nor a figure without a description.
+The pages of the Student guide (``book/manual/student/``) and of the Instructor guide
+(``book/manual/instructor/``) show screenshots of the real hub. ``tests/test_hub.py`` takes them
+(``Session.shot(name)`` saves ``test-artifacts/hub/<name>.png``), ``make screenshots`` copies the ones
+a guide shows into its ``screens/`` folder, and the book builds from that copy. These tests read the
+guides' pages and the hub test's source, so a page cannot show a screen that is not in the
+repository, nor one the hub test no longer takes, nor a figure without a description.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDE = ROOT / "book" / "manual" / "student"
-SCREENS = GUIDE / "screens"
+#: each guide with screens, and the fewest screens it shows
+GUIDES = {ROOT / "book" / "manual" / "student": 5, ROOT / "book" / "manual" / "instructor": 4}
 HUB_TEST = ROOT / "tests" / "test_hub.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: fewer words than this is a label, not a description of a screen
@@ -77,8 +78,8 @@ def images_of(page: Path) -> list[Shown]:
     return shown
 
 
-def guide_images() -> list[Shown]:
-    return [image for page in sorted(GUIDE.glob("*.md")) for image in images_of(page)]
+def guide_images(guides=GUIDES) -> list[Shown]:
+    return [image for guide in guides for page in sorted(guide.glob("*.md")) for image in images_of(page)]
 
 
 def shot_names(source: str) -> list[tuple[str, re.Pattern]]:
@@ -135,17 +136,20 @@ def test_the_parsers_read_figures_markdown_images_and_shot_calls(tmp_path):
 # --------------------------------------------------------------------------- the guide
 
 
-def test_the_guide_shows_screenshots():
-    """The student guide shows screens of the hub (so the checks below have something to check)."""
-    assert GUIDE.is_dir(), f"no student guide at {GUIDE.relative_to(ROOT)}"
-    assert len(guide_images()) >= 5, [image.where for image in guide_images()]
+@pytest.mark.parametrize("guide", list(GUIDES), ids=lambda guide: guide.name)
+def test_the_guide_shows_screenshots(guide):
+    """Each guide shows screens of the hub (so the checks below have something to check)."""
+    assert guide.is_dir(), f"no guide at {guide.relative_to(ROOT)}"
+    shown = guide_images([guide])
+    assert len(shown) >= GUIDES[guide], [image.where for image in shown]
 
 
 def test_every_image_of_the_guide_is_a_png_in_its_screens_folder():
-    """Each image a page shows is a file of book/manual/student/screens/, in git, so the book builds without a hub."""
+    """Each image a page shows is a file of its guide's screens/ folder, in git, so the book builds without a hub."""
     for image in guide_images():
         path = (image.page.parent / image.src).resolve()
-        assert path.parent == SCREENS, f"{image.where}: {image.src} is not in {SCREENS.relative_to(ROOT)}/"
+        screens = image.page.parent / "screens"
+        assert path.parent == screens, f"{image.where}: {image.src} is not in {screens.relative_to(ROOT)}/"
         assert path.is_file(), f"{image.where}: {image.src} does not exist (make screenshots copies it)"
         assert path.read_bytes()[:8] == PNG_MAGIC, f"{image.where}: {image.src} is not a PNG file"
 
@@ -174,10 +178,15 @@ def test_every_figure_has_alt_text_that_describes_the_screen():
 
 
 def test_no_screen_is_kept_that_the_guide_does_not_show():
-    """Every file of the screens folder is shown by a page (make screenshots refreshes only those)."""
+    """Every file of a screens folder is shown by a page (make screenshots refreshes only those), and a
+    guide keeps no image outside it."""
     shown = {(image.page.parent / image.src).resolve() for image in guide_images()}
-    unshown = sorted(path.name for path in SCREENS.iterdir() if path.resolve() not in shown)
-    assert not unshown, f"files in {SCREENS.relative_to(ROOT)}/ that no page of the guide shows: {unshown}"
+    for guide in GUIDES:
+        screens = guide / "screens"
+        unshown = sorted(path.name for path in screens.iterdir() if path.resolve() not in shown)
+        assert not unshown, f"files in {screens.relative_to(ROOT)}/ that no page of the guide shows: {unshown}"
+        loose = sorted(path.name for path in guide.glob("*.png"))
+        assert not loose, f"images in {guide.relative_to(ROOT)}/ outside screens/ (make screenshots cannot renew them)"
 
 
 # --------------------------------------------------------------------------- make screenshots
@@ -188,46 +197,52 @@ def make_screenshots(course: Path) -> subprocess.CompletedProcess:
                            "screenshots"], capture_output=True, text=True, timeout=60)
 
 
-def _scratch_guide(tmp_path: Path) -> tuple[Path, Path, list[str]]:
-    """A copy of the guide's pages in ``tmp_path``, an empty hub-test folder beside it, and the names
-    of the screens the guide shows."""
-    guide = tmp_path / GUIDE.relative_to(ROOT)
-    (guide / "screens").mkdir(parents=True)
-    for page in GUIDE.glob("*.md"):
-        shutil.copy2(page, guide / page.name)
+def _scratch_guides(tmp_path: Path) -> tuple[list[Path], Path, list[Path]]:
+    """A copy of the guides' pages in ``tmp_path``, an empty hub-test folder beside it, and the screens
+    the guides show (each as its path under ``tmp_path``)."""
+    copies = []
+    for guide in GUIDES:
+        copy = tmp_path / guide.relative_to(ROOT)
+        (copy / "screens").mkdir(parents=True)
+        for page in guide.glob("*.md"):
+            shutil.copy2(page, copy / page.name)
+        copies.append(copy)
     shots = tmp_path / "test-artifacts" / "hub"
     shots.mkdir(parents=True)
-    return guide, shots, sorted({Path(image.src).name for image in guide_images()})
+    screens = sorted({tmp_path / image.page.parent.relative_to(ROOT) / "screens" / Path(image.src).name
+                      for image in guide_images()})
+    return copies, shots, screens
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_screenshots_copies_every_screen_the_guide_shows(tmp_path):
-    """In a copy of the guide, make screenshots replaces each shown screen by the hub test's file of that name."""
-    guide, shots, names = _scratch_guide(tmp_path)
-    for name in names:
-        (guide / "screens" / name).write_bytes(PNG_MAGIC + b"old " + name.encode())
-        (shots / name).write_bytes(PNG_MAGIC + b"new " + name.encode())
+    """In a copy of the guides, make screenshots replaces each shown screen by the hub test's file of that name."""
+    guides, shots, screens = _scratch_guides(tmp_path)
+    for screen in screens:
+        screen.write_bytes(PNG_MAGIC + b"old " + screen.name.encode())
+        (shots / screen.name).write_bytes(PNG_MAGIC + b"new " + screen.name.encode())
     (shots / "99-not-shown.png").write_bytes(PNG_MAGIC)
 
     done = make_screenshots(tmp_path)
     assert done.returncode == 0, done.stderr
-    for name in names:
-        assert (guide / "screens" / name).read_bytes() == PNG_MAGIC + b"new " + name.encode(), name
-    assert sorted(path.name for path in (guide / "screens").iterdir()) == names
-    assert f"{len(names)} screens copied" in done.stdout, done.stdout
+    for screen in screens:
+        assert screen.read_bytes() == PNG_MAGIC + b"new " + screen.name.encode(), screen
+    assert sorted(path for guide in guides for path in (guide / "screens").iterdir()) == screens
+    assert all(any(s.parent == guide / "screens" for s in screens) for guide in guides), "a guide got no screen"
+    assert f"{len(screens)} screens copied" in done.stdout, done.stdout
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_screenshots_names_a_missing_screen_and_copies_nothing(tmp_path):
     """When the hub test did not take one of the screens, make screenshots fails, names it and changes no file."""
-    guide, shots, names = _scratch_guide(tmp_path)
-    for name in names:
-        (guide / "screens" / name).write_bytes(PNG_MAGIC + b"old")
-        (shots / name).write_bytes(PNG_MAGIC + b"new")
-    gone = names[-1]
+    _, shots, screens = _scratch_guides(tmp_path)
+    for screen in screens:
+        screen.write_bytes(PNG_MAGIC + b"old")
+        (shots / screen.name).write_bytes(PNG_MAGIC + b"new")
+    gone = screens[-1].name
     (shots / gone).unlink()
 
     failed = make_screenshots(tmp_path)
     assert failed.returncode != 0, failed.stdout
     assert f"test-artifacts/hub/{gone} is missing" in failed.stderr, failed.stderr
-    assert all((guide / "screens" / name).read_bytes() == PNG_MAGIC + b"old" for name in names)
+    assert all(screen.read_bytes() == PNG_MAGIC + b"old" for screen in screens)
