@@ -21,6 +21,7 @@ import pytest
 from bs4 import BeautifulSoup
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nbconvert.filters.markdown_mistune import markdown2html_mistune
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from rbtutor.grading import grader_notes, mathml
@@ -723,6 +724,9 @@ def test_grader_notes_follow_written_parts_and_never_reach_feedback(tmp_path):
     assert "SECRET-MODEL" not in page
     assert "For the grader" not in page
     assert 'style="border-left' in note  # a frame no student cell can have (styles are sanitised away)
+    shown = markdown2html_mistune(note)  # as the Formgrader's page shows it: the heading in bold, no stray **
+    assert "<strong>For the grader, p3_a_derivation</strong>" in shown
+    assert "**" not in shown
 
 
 def test_a_student_cannot_pass_a_cell_off_as_a_grader_note(tmp_path):

@@ -65,7 +65,8 @@ def _note_html(source: str, kind: str, grade_id: str, language: str) -> str:
     text = solution_text(source)
     if kind == "code":
         text = f"```{language}\n{text}\n```"
-    note = new_markdown_cell(f"**For the grader, {grade_id}** (from the source notebook; students do not "
+    # <strong>, not **: the first line is inside the frame's HTML block, where Markdown is not read
+    note = new_markdown_cell(f"<strong>For the grader, {grade_id}</strong> (from the source notebook; students do not "
                              f"see this):\n\n{text}")
     prerender_math(new_notebook(cells=[note]))
     return _NOTE_FRAME.format(note.source)
@@ -136,7 +137,7 @@ def due_date_note(due, extension, submitted):
     ``extension``, a timedelta or None) and the submission time ``submitted``, all naive UTC as
     the gradebook keeps them; on time, or late by how long."""
 
-    text = f"**For the grader**: due for this student {_utc_text(due)}"
+    text = f"<strong>For the grader</strong>: due for this student {_utc_text(due)}"
     if extension:
         text += f", an extension of {_duration_text(extension)} on the class's {_utc_text(due - extension)}"
     if submitted is not None:
