@@ -33,6 +33,7 @@ fails it. Screenshots of each step go to test-artifacts/hub/.
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import re
@@ -56,6 +57,9 @@ import hubctl  # noqa: E402
 pytestmark = pytest.mark.xdist_group("machine")
 
 ASSIGNMENT = "problem03"
+# The hub's paths and ports are the machine's: whoever runs a course hub here (this test, another
+# checkout's test run, `flock /tmp/rbtutor-hub.lock rbtutor hub up` by hand) holds this lock.
+HUB_LOCK = Path("/tmp/rbtutor-hub.lock")
 COURSE = Path("/home/instructor/course")
 # due in the future, so nothing is late; student1 has three days more
 DUE_DATES = f"{ASSIGNMENT}:\n  due: 2030-03-01T12:00:00+00:00\n  extensions:\n    student1: 3d\n"
@@ -90,14 +94,16 @@ def hub(request):
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the hub test: {reason}", pytrace=False)
         pytest.skip(reason)
-    hubctl.stop()
-    hubctl.up(start_hub=False, gradebook=request.param)
-    reset_course_state()
-    hubctl.start()
-    SHOTS = ROOT / "test-artifacts" / ("hub" if request.param == "sqlite" else f"hub-{request.param}")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    yield json.loads(hubctl.PASSWORDS.read_text())
-    hubctl.stop()
+    with open(HUB_LOCK, "a") as lock:  # one course hub a machine: wait for any other user of it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        hubctl.stop()
+        hubctl.up(start_hub=False, gradebook=request.param)
+        reset_course_state()
+        hubctl.start()
+        SHOTS = ROOT / "test-artifacts" / ("hub" if request.param == "sqlite" else f"hub-{request.param}")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        yield json.loads(hubctl.PASSWORDS.read_text())
+        hubctl.stop()
     if request.param == "postgres":
         hubctl.stop_postgres()
 
