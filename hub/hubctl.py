@@ -120,6 +120,7 @@ DUE_DATES = COURSE_DATA.parent / "due_dates.yaml"  # optional, as COURSE_DATA: e
 CHECK_URL = "http://127.0.0.1:10101"  # where the hub starts the check service (behind the proxy)
 FETCH_URL = "http://127.0.0.1:10102"  # where the hub starts the personalising service (behind the proxy)
 PROFILE_SCRIPT = Path("/etc/profile.d/rbtutor-hub.sh")
+LTI_KEYS = STATE / "lti-keys"  # with [lms] in course.toml: the tool's signing keys (root only, 0700/0600)
 
 STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
 STUDENT_SERVER_PACKAGES = ("jupyterhub", "jupyterlab", "nbgrader")
@@ -236,6 +237,13 @@ def ensure_accounts() -> dict[str, str]:
     os.chmod(PASSWORDS.parent, 0o700)
     ensure_staff()
     return known
+
+
+def create_lms_account(name: str) -> None:
+    """The Unix account of a user the LMS launched (the hub with ``[lms]``): a private home and no
+    password, so they log in through the LMS only. The name was checked (rbtutor.lms.accounts)."""
+    run("useradd", "--create-home", "--shell", "/bin/bash", name)
+    os.chmod(home(name), 0o700)  # no one reads another's home
 
 
 # --- environments

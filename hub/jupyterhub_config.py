@@ -1,7 +1,9 @@
 """JupyterHub for the course on one machine (``make hub``; see hub/hubctl.py for what it sets up).
 
 * Log-in with the machine's Unix accounts and passwords (PAM); the accounts, their groups and
-  the paths are those of hubctl.py.
+  the paths are those of hubctl.py. When the course's ``course.toml`` has an ``[lms]`` section,
+  log-in from the LMS instead (LTI 1.3, rbtutor.lms.authenticator): accounts are made at a user's
+  first launch, and the tool's public keys are at /hub/lti13/jwks.
 * Each user's server is started as that Unix user (course_spawner.py: LocalProcessSpawner, with a
   start page that says how far along it is), in their home, with JupyterLab: an instructor's
   from the course environment /opt/rbtutor/venv, a student's from /opt/rbtutor/student, which
@@ -34,9 +36,34 @@ c.JupyterHub.cookie_secret_file = str(hubctl.STATE / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.command = [str(hubctl.PROXY)]
 c.ConfigurableHTTPProxy.pid_file = str(hubctl.STATE / "proxy.pid")
 
-c.JupyterHub.authenticator_class = "pam"
-c.PAMAuthenticator.open_sessions = False  # no login sessions (systemd-logind) for a notebook server
-c.Authenticator.allowed_users = {*hubctl.INSTRUCTORS, *hubctl.STUDENTS}
+from rbtutor.course.settings import load_settings  # noqa: E402
+
+_lms = load_settings(hubctl.course_folder()).lms  # course.toml's [lms]: log-in from the LMS; none: PAM
+if _lms is None:
+    c.JupyterHub.authenticator_class = "pam"
+    c.PAMAuthenticator.open_sessions = False  # no login sessions (systemd-logind) for a notebook server
+    c.Authenticator.allowed_users = {*hubctl.INSTRUCTORS, *hubctl.STUDENTS}
+else:  # LTI 1.3 (rbtutor.lms.authenticator): whoever the LMS launches and the course's checks admit
+    from rbtutor.lms.keys import ToolKeys
+
+    ToolKeys(hubctl.LTI_KEYS).ensure()  # made once; published at /hub/lti13/jwks
+    c.JupyterHub.authenticator_class = "rbtutor.lms.authenticator.CourseLTIAuthenticator"
+    c.Authenticator.allow_all = True
+    _lti = c.CourseLTIAuthenticator
+    _lti.issuer, _lti.client_id, _lti.deployment_ids = _lms.issuer, {_lms.client_id}, set(_lms.deployment_ids)
+    _lti.authorize_url, _lti.jwks_endpoint, _lti.account_claim = _lms.auth_url, _lms.jwks_url, _lms.account_claim
+    _lti.gradebook_url = hubctl.gradebook_url() or f"sqlite:///{hubctl.course_folder() / 'gradebook.db'}"
+    _lti.keys_folder = str(hubctl.LTI_KEYS)
+    _lti.instructor_group, _lti.student_group = hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP
+    _lti.make_account = hubctl.create_lms_account
+    # a student's first launch of an assignment fetches it as the Fetch button would, then opens it
+    _lti.fetch_argv = [str(hubctl.STUDENT_VENV / "bin" / "nbgrader"), "fetch_assignment", "{assignment}"]
+    _lti.fetch_env = {"PATH": f"{hubctl.STUDENT_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+                      "JUPYTER_CONFIG_PATH": str(hubctl.ROLE_CONFIG / "student"), "JUPYTER_PATH": str(hubctl.SHARE),
+                      "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE), "JUPYTERHUB_API_URL": "http://127.0.0.1:8081/hub/api",
+                      "RBTUTOR_FETCH_URL": f"{hubctl.URL}/services/rbtutor-fetch/"}
+    _lti.fetch_scopes = ["access:services!service=rbtutor-fetch", "read:users:groups!user={user}",
+                         "read:users:name!user={user}"]
 from rbtutor.grading.student_ids import check_id  # noqa: E402
 
 for _student in hubctl.STUDENTS:  # a reserved or malformed id never becomes a hub user

@@ -8,7 +8,7 @@ and prints for each option its effective value, default, unit, source (``default
 a constant of the code) and its description; then the deployment paths read from the environment
 (``$RBTUTOR_EXCHANGE``, ``$RBTUTOR_GRADEBOOK``, with a password in a URL hidden). A bad
 ``course.toml`` prints its one-line error and exits 2. Outside a course folder it prints the defaults
-and says so.
+and says so. The course's LMS (``[lms]``, :mod:`rbtutor.course.lms_settings`) comes last.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..grading.config import format_table, option_rows
 from .layout import CourseLayout
+from .lms_settings import lms_rows
 from .settings import SettingsError, effective, load_settings
 
 #: the deployment variables a course still reads from the environment: (variable, what it names)
@@ -65,7 +66,7 @@ def run_config(layout: CourseLayout | None, as_json: bool = False, out=None, err
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     environ = dict(os.environ)  # as the user left it: loading the course sets the sandbox's variables
-    chosen = {}
+    chosen, lms = {}, None
     if layout is not None:
         try:
             settings = load_settings(layout.root)
@@ -73,12 +74,13 @@ def run_config(layout: CourseLayout | None, as_json: bool = False, out=None, err
         except SettingsError as exc:
             err.write(f"{exc}\n")
             return 2
-        chosen = effective(settings, config, layout.config)
+        chosen, lms = effective(settings, config, layout.config), settings.lms
     rows = option_rows(chosen=chosen, environ=environ)
     deployment = deployment_rows(layout, environ)
     course = None if layout is None else str(layout.root)
     if as_json:
-        json.dump({"course": course, "options": rows, "deployment": deployment}, out, indent=1)
+        json.dump({"course": course, "options": rows, "deployment": deployment,
+                   "lms": lms.as_dict() if lms else None}, out, indent=1)
         out.write("\n")
         return 0
     if course is None:
@@ -89,6 +91,7 @@ def run_config(layout: CourseLayout | None, as_json: bool = False, out=None, err
     out.write(format_table(rows) + "\n\nDeployment, from the environment:\n")
     for row in deployment:
         out.write(f"  {row['variable']:<18} {row['value'] or '-'}  ({row['source']}; {row['description']})\n")
+    out.write("\n" + "\n".join(lms_rows(lms)) + "\n")
     for row in rows:
         if row["ignored_env"]:
             out.write(f"note: ${row['ignored_env']} is set here but a grading run replaces it by {row['key']} "

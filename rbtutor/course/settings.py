@@ -9,6 +9,9 @@ of :data:`rbtutor.grading.config.STEPS` and its keys the options of each step, n
     [sandbox]
     memory = 8_589_934_592      # bytes
 
+The section ``[lms]`` is not a grading step: it names the course's LMS platform, and
+:mod:`rbtutor.course.lms_settings` reads it (:attr:`CourseSettings.lms`) with the same one-line errors.
+
 A missing file means every option keeps its default. :func:`load_settings` reads the file with
 ``tomllib`` and checks every value against the option's declared type and range
 (:func:`rbtutor.grading.config.check_value`); a syntax error, an unknown section or key, a value of
@@ -52,6 +55,8 @@ from ..grading.config import (
     trait_keys,
 )
 from .layout import CourseLayout
+from .lms_settings import SECTION as LMS_SECTION
+from .lms_settings import LmsSettingError, LmsSettings, parse_lms
 
 FILE_NAME = CourseLayout(Path("/")).settings_file.name
 #: ``(section, key)`` -> option name, for every option
@@ -78,6 +83,7 @@ class CourseSettings:
     path: Path | None = None  # the file, None when the course has none
     values: dict = field(default_factory=dict)
     lines: dict = field(default_factory=dict)
+    lms: LmsSettings | None = None  # the [lms] section (rbtutor.course.lms_settings); None: no LMS
 
     def value(self, name: str):
         """The value option ``name`` takes in this course: the file's, else the default."""
@@ -105,7 +111,16 @@ def load_settings(root: str | os.PathLike) -> CourseSettings:
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(FILE_NAME, 1, None, f"cannot be read: {exc}") from None
     values, lines = parse_settings(text)
-    return CourseSettings(path, values, lines)
+    return CourseSettings(path, values, lines, lms_section(text))
+
+
+def lms_section(text: str, file: str = FILE_NAME) -> LmsSettings | None:
+    """The ``[lms]`` section of a ``course.toml`` text that :func:`parse_settings` accepted, or None."""
+    table = tomllib.loads(text).get(LMS_SECTION)
+    try:
+        return None if table is None else parse_lms(table, key_lines(text))
+    except LmsSettingError as exc:
+        raise SettingsError(file, exc.line, f"{LMS_SECTION}.{exc.key}" if exc.key else None, str(exc)) from None
 
 
 def parse_settings(text: str, file: str = FILE_NAME) -> tuple[dict, dict]:
@@ -121,6 +136,8 @@ def parse_settings(text: str, file: str = FILE_NAME) -> tuple[dict, dict]:
     where = key_lines(text)
     values, lines = {}, {}
     for section, table in document.items():
+        if section == LMS_SECTION:  # the LMS platform: read by lms_section
+            continue
         if section not in STEPS:
             expected_sections = ", ".join(f"[{step}]" for step in STEPS)
             if isinstance(table, dict):
