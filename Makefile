@@ -37,7 +37,7 @@ help:
 	@echo "make test       run the test suite (builds the book offline, browser checks)"
 	@echo "make bench      run every benchmarks/bench_*.py"
 	@echo "make lint       ruff check ."
-	@echo "make assignments [DATA=ship.yaml]  student versions of the eleven assignments into release/"
+	@echo "make assignments [DATA=ship.yaml]  student versions of the twelve assignments into release/"
 	@echo "make solutions  the worked solutions, executed, into _build/solutions/"
 	@echo "make grade      autograde submitted/, feedback into feedback/, grades into grades.csv"
 	@echo "                (SCHEDULER=tcp://host:8786: on the workers of that Dask scheduler)"

@@ -188,3 +188,20 @@ def test_problem11_key_by_an_independent_path():
     q_late = np.roll(late.as_quat(), 1)
     q_late = q_late if q_late @ key["p11.e.q_late"] > 0 else -q_late
     close("p11.e.q_late", q_late, atol=1e-8)
+
+
+def test_quiz_key_by_an_independent_path():
+    """Problem 12 (the quiz), course numbers: closed forms and scipy's Rotation (the check of every
+    student's variant, tests/test_variants.py, applied to the course's own numbers)."""
+    import sys
+    from pathlib import Path
+
+    from rbtutor.problems import answer_key, load_data
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_variants import check_quiz_key
+
+    data = load_data()
+    key = answer_key(data, problems=[12])
+    check_quiz_key("course", data["quiz"], key)
+    assert {i for i in key if i.endswith("_line")} == {"p12.a.q10_line", "p12.b.q18_line", "p12.d.q37_line"}

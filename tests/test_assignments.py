@@ -1,4 +1,5 @@
-"""The eleven assignments through real nbgrader: release, fetch, submit, collect, grade, feedback.
+"""The twelve assignments (eleven problems and the quiz) through real nbgrader: release, fetch, submit,
+collect, grade, feedback.
 
 Everything runs in a scratch copy of the course (nbgrader_config.py and exercises/)
 with its own exchange and gradebook. Students:

@@ -40,7 +40,7 @@ def test_variant_for_another_ship(tmp_path):
 
 @pytest.mark.parametrize(("args", "message"), [
     (("key", "--data", "/no/such/file.yaml"), "No such file"),
-    (("key", "--problem", "12"), "expected problem numbers from 1 to 11"),
+    (("key", "--problem", "13"), "expected problem numbers from 1 to 12"),
 ])
 def test_errors_are_reported(args, message):
     out = run(*args)

@@ -86,9 +86,9 @@ def test_every_chapter_page_is_read_in_exactly_one_week(plan):
 
 
 def test_every_problem_is_handed_in_exactly_once(plan):
-    """The eleven problems of the exercises page, each handed in once, and nothing else."""
+    """The eleven problems and the quiz of the exercises page, each handed in once, and nothing else."""
     problems = _problems()
-    assert problems == [f"problem{n:02d}" for n in range(1, 12)]
+    assert problems == [f"problem{n:02d}" for n in range(1, 13)]
     handed_in = Counter(name for week in plan["WEEKS"] for name in week["hand_in"])
     assert handed_in == Counter(problems)
 
@@ -109,7 +109,7 @@ def test_notes_list_the_mistakes_of_every_problem_once():
     calls = [call for cell in CODE_CELL.finditer(text) for call in re.findall(r"^mistakes\(([\d, ]+)\)$",
                                                                              cell["body"], flags=re.M)]
     listed = Counter(int(n) for call in calls for n in call.split(","))
-    assert listed == Counter(range(1, 12))
+    assert listed == Counter(range(1, 13))
     for heading in ("Motivation", "Translational", "Rotational", "Complete", "Linearised", "Euler parameters",
                     "The problems in pictures"):
         assert re.search(rf"^## {heading}", text, flags=re.M), heading

@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import pytest
 
+from rbtutor.problems.question_bank import STATEMENTS
+
 ROOT = Path(__file__).resolve().parents[1]
 BANK = ROOT / "book" / "questions.md"
 EULER_PAGES = [ROOT / "book" / "euler" / "index.md", ROOT / "book" / "euler" / "node.md"]
@@ -31,6 +33,8 @@ DROPDOWN = re.compile(r"^:::\{dropdown\}[ \t]*(?P<title>[^\n]*)\n(?P<body>.*?)^:
 CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 TAGS = re.compile(r"^:tags:\s*\[(?P<tags>[^\]]*)\]", re.MULTILINE)
 DERIVATION_LINE = re.compile(r"^(?P<n>\d+)\. ", re.MULTILINE)
+# the numbered lines of a quiz question's derivation, glued in from rbtutor.problems.question_bank
+GLUED_LINES = re.compile(r"^```\{glue:md\} q(?P<number>\d+)_lines\n(?::[^\n]*\n)*```[ \t]*$", re.MULTILINE)
 
 
 class Question(NamedTuple):
@@ -66,6 +70,12 @@ def answer_dropdowns(text: str) -> list[str]:
     """Bodies of the ``:::{dropdown} Answer`` blocks that contain any text."""
     return [m.group("body") for m in DROPDOWN.finditer(text)
             if m.group("title").strip() == "Answer" and m.group("body").strip()]
+
+
+def with_glued_lines(source: str) -> str:
+    """The page with each glued derivation written out, as the built page shows it (the quiz's
+    spot-the-error questions keep their text in rbtutor.problems.question_bank, for the page and the quiz)."""
+    return GLUED_LINES.sub(lambda m: STATEMENTS[int(m.group("number"))].partition("\n\n")[2], source)
 
 
 def questions(source: str) -> list[Question]:
@@ -143,7 +153,7 @@ def understanding_dropdowns(source: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def bank() -> str:
-    return BANK.read_text(encoding="utf-8")
+    return with_glued_lines(BANK.read_text(encoding="utf-8"))
 
 
 def test_bank_has_enough_questions_of_every_kind(bank):

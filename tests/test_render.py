@@ -125,4 +125,4 @@ def test_the_tracked_notebooks_are_what_the_renderer_writes(tmp_path):
     stale = render(problem_data(load_course_data(None)), copy)
     assert not stale, (f"{[p.name for p in stale]} differ from what the renderer writes: run `rbtutor render` "
                        "and commit the notebooks")
-    assert len(SOURCES) == 11
+    assert len(SOURCES) == 12  # eleven problems and the quiz

@@ -51,6 +51,8 @@ DERIVED = {"euler.theta_given", "euler.theta_dot", "euler.node_theta", "euler.no
 #: fields the variants keep as they are
 FIXED = {"constants.g", "constants.rho", "module.t_end", "simulation.t_end", "euler.step", "euler.t_end",
          "euler.tumble_time"}
+#: the quiz's numbers: drawn afresh by the question bank's own draw, over its ranges and with either sign
+DRAWN = "quiz."
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +137,9 @@ def _field_problems(where: str, path: str, value, ref) -> list[str]:
         return [f"{where}: changed"] if value != ref else []
     if path in DERIVED:
         return []
+    if path.startswith(DRAWN):  # not varied around the course's: only rounded as printed (tests/test_quiz.py)
+        return [f"{where}: {x} is not rounded as printed" for x in np.atleast_1d(np.asarray(value, float))
+                if significant_digits(x) > 3]
     problems = []
     values, refs = np.atleast_1d(np.asarray(value, float)), np.atleast_1d(np.asarray(ref, float))
     for x, r in zip(values, refs, strict=True):
@@ -234,7 +239,7 @@ def values_of(tensor):
 
 
 def check_key(sid, v, key, f):
-    """Problems 1-9 and 11(a-d) of one student from the symbolic derivations and closed forms."""
+    """Problems 1-9, 11(a-d) and 12 of one student from the symbolic derivations and closed forms."""
     from scipy.spatial.transform import Rotation
 
     def close(name, value, rtol=1e-9, atol=1e-9):
@@ -325,6 +330,43 @@ def check_key(sid, v, key, f):
     node = Rotation.from_quat(np.roll(np.asarray(e["node_theta"]), -1))
     close("p11.d.R", node.as_matrix(), atol=1e-12)
     close("p11.d.position_P", np.asarray(e["node_position"]) + node.apply(v["crane"]["point"]), atol=1e-9)
+    check_quiz_key(sid, v["quiz"], key)
+
+
+def check_quiz_key(sid, quiz, key):
+    """Problem 12 (the quiz) from closed forms and scipy's Rotation, none of them rbtutor's own code."""
+    from scipy.spatial.transform import Rotation
+
+    def close(name, value, rtol=1e-9, atol=1e-12):
+        np.testing.assert_allclose(np.asarray(key[name].value, float), np.asarray(value, float),
+                                   rtol=rtol, atol=atol, err_msg=f"{sid} {name}")
+
+    roll, pitch, yaw = quiz["q3"]["attitude_deg"]
+    close("p12.a.q3_bow", Rotation.from_euler("ZYX", [yaw, pitch, roll], degrees=True).apply([1.0, 0.0, 0.0]))
+    r, nu, nu_dot = (np.asarray(quiz["q7"][k]) for k in ("r_p", "nu", "nu_dot"))
+    w = nu[3:]
+    close("p12.a.q7_a_P", nu_dot[:3] + np.cross(w, nu[:3]) + np.cross(nu_dot[3:], r) + np.cross(w, np.cross(w, r)))
+    h = quiz["q14"]
+    x_g, y_g, z_g = h["r_g"]
+    close("p12.b.q14_I_x_O", h["mass"] * (h["radii"][0] ** 2 + y_g**2 + z_g**2))
+    close("p12.b.q14_I_xz_O", h["i_xz"] + h["mass"] * x_g * z_g)
+    hull, nu22 = quiz["q21"], np.asarray(quiz["q22"]["nu"])
+    v_g = nu22[:3] + np.cross(nu22[3:], hull["r_g"])  # Koenig: the motion of G and the rotation about G
+    spin = nu22[3:] @ np.diag(hull["mass"] * np.asarray(hull["radii"]) ** 2) @ nu22[3:]
+    close("p12.c.q22_T", 0.5 * hull["mass"] * v_g @ v_g + 0.5 * spin)
+    lin = quiz["q28"]
+    close("p12.c.q28_C_sway_yaw", lin["mass"] * lin["u"])
+    close("p12.c.q28_C_heave_pitch", -lin["mass"] * lin["u"])
+    close("p12.c.q28_C_yaw_yaw", lin["mass"] * lin["u"] * lin["r_g"][0])
+    roll, pitch, yaw = quiz["q35"]["attitude_deg"]
+    attitude = Rotation.from_euler("ZYX", [yaw, pitch, roll], degrees=True)
+    q = np.roll(attitude.as_quat(), 1)
+    close("p12.d.q35_theta", q if q @ key["p12.d.q35_theta"].value > 0 else -q)
+    close("p12.d.q35_turn_deg", np.degrees(attitude.magnitude()))
+    a, b, c = quiz["q41"]["sides"]
+    omega = np.asarray(quiz["q41"]["omega"])
+    close("p12.e.q41_lambda", omega @ (quiz["q41"]["mass"] / 12.0 * np.diag([b * b + c * c, a * a + c * c,
+                                                                            a * a + b * b])) @ omega)
 
 
 def test_every_key_is_reproduced_by_the_symbolic_derivations(variants, symbolic):

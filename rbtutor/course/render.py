@@ -39,6 +39,7 @@ import yaml
 from ..grading.protocol import DATA_ID, HELPERS_ID
 from ..problems import answer_key
 from ..problems.data_cells import DATA_CELLS, data_source, lookup
+from ..problems.question_bank import STATEMENTS, statement_template
 from ..problems.variants import load_course_data, problem_data
 
 CELL_MARKER = "# --- notebook cell ---\n"
@@ -135,16 +136,31 @@ def fill_text(template: str, data: dict) -> str:
     return PLACEHOLDER.sub(number, template)
 
 
+def question_template(number: int, data: dict) -> str:
+    """The template of a quiz cell that asks question ``number`` of the bank: its label and statement."""
+    if number not in STATEMENTS:
+        raise ValueError(f"expected a question of the quiz ({sorted(STATEMENTS)}), got {number}")
+    return f"**Q{number}.** " + statement_template(number, data["quiz"])
+
+
 def fill_markdown(nb, data: dict, adopt: bool = False) -> bool:
     """Fill the templated markdown cells of ``nb`` from ``data``; return whether a cell changed.
 
     With ``adopt``, a markdown cell whose source has placeholders first becomes a template.
+    A cell whose metadata names a question of the question bank (``rbtutor.question``, the
+    quiz's) takes its template from :func:`rbtutor.problems.question_bank.statement_template`,
+    so that the quiz and the book's bank show one text.
     """
     changed = False
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
-        if adopt and PLACEHOLDER.search(cell.source):
+        question = cell.metadata.get(TEMPLATE_KEY, {}).get("question")
+        if question is not None:
+            template = question_template(int(question), data)
+            changed = changed or cell.metadata[TEMPLATE_KEY].get("text") != template
+            cell.metadata[TEMPLATE_KEY]["text"] = template
+        elif adopt and PLACEHOLDER.search(cell.source):
             cell.metadata[TEMPLATE_KEY] = {"text": cell.source}
             changed = True
         template = cell.metadata.get(TEMPLATE_KEY, {}).get("text")

@@ -4,7 +4,8 @@
 file); ``load_data(path)`` merges a variant file over it, so a variant needs only
 the numbers that change. ``answer_key(data)`` computes every answer under an id
 ``p<problem>.<part>.<name>``; ``python -m rbtutor key`` prints it. Problems 1-10
-are the chapter's; Problem 11 (Euler parameters) is the course's own.
+are the chapter's; Problem 11 (Euler parameters) is the course's own; Problem 12 is the
+quiz, ten questions of the book's question bank (:mod:`.question_bank`).
 
 Each :class:`Answer` carries, beside its value and unit, what judging it needs
 (its kind, whether it is a periodic angle or a unit quaternion, a round-off
@@ -34,6 +35,7 @@ from .data import (
     steady_heel,
     vessel,
 )
+from .question_bank import problem12
 from .tumbling_problem import problem11
 from .vessel_problems import (
     problem1,
@@ -51,13 +53,14 @@ from .vessel_problems import (
 __all__ = [
     "KINDS", "PERIODS", "PROBLEMS", "PUBLISHED_KEY", "REFERENCE_DATA", "Answer", "algebraic", "answer_key",
     "integrated", "load_data", "loaded_vessel", "merge_data", "metacentric_height", "problem1", "problem2", "problem3",
-    "problem4", "problem5", "problem6", "problem7", "problem8", "problem9", "problem10", "problem11", "read_yaml",
+    "problem4", "problem5", "problem6", "problem7", "problem8", "problem9", "problem10", "problem11", "problem12",
+    "read_yaml",
     "roundoff", "steady_heel", "vessel",
 ]
 
 PROBLEMS: tuple[Callable[[dict], dict[str, Answer]], ...] = (
     problem1, problem2, problem3, problem4, problem5,
-    problem6, problem7, problem8, problem9, problem10, problem11,
+    problem6, problem7, problem8, problem9, problem10, problem11, problem12,
 )
 
 

@@ -1,7 +1,7 @@
 """Command line: ``python -m rbtutor key|data ...``.
 
 ``key [--data FILE.yaml] [--student ID] [--format json|yaml|table]`` prints every
-answer of Problems 1-11 computed from the problem data: the reference data by
+answer of Problems 1-12 (12 is the quiz) computed from the problem data: the reference data by
 default, or the reference data with ``FILE.yaml`` merged over it (a variant for
 another ship); with ``--student`` the key of that student's own variant
 (:mod:`rbtutor.problems.variants`). Ids are ``p<problem>.<part>.<name>``.
@@ -63,7 +63,7 @@ def main(argv=None, prog: str = "python -m rbtutor") -> int:
     key_cmd.add_argument("--data", help="YAML file with problem data to merge over the reference data")
     key_cmd.add_argument("--format", choices=("json", "yaml", "table"), default="table")
     key_cmd.add_argument("--problem", type=int, action="append",
-                         help="only this problem (1-11); repeat for several")
+                         help="only this problem (1-12); repeat for several")
     key_cmd.add_argument("--student", help="the key of this student's own variant")
     data_cmd = sub.add_parser("data", help="print a student's problem data, or write a whole class's",
                               description="Print a student's problem data, or write a whole class's with its key.",

@@ -76,6 +76,27 @@ DATA_CELLS: dict[int, list[tuple[str, str, str, str]]] = {
         ("omega0", "module.omega0", "rad/s", "its initial body angular velocity"),
         ("t_late", "euler.tumble_time", "s", "time of the Euler parameters asked in (e)"),
     ],
+    12: [
+        ("q3_attitude_deg", "quiz.q3.attitude_deg", "deg", "Q3: roll, pitch, yaw of the hull"),
+        ("q7_r_p", "quiz.q7.r_p", "m", "Q7: the body point P, BCS"),
+        ("q7_nu", "quiz.q7.nu", "m/s, rad/s", "Q7: [u, v, w, p, q, r]"),
+        ("q7_nu_dot", "quiz.q7.nu_dot", "m/s^2, rad/s^2", "Q7: their rates"),
+        ("q14_mass", "quiz.q14.mass", "kg", "Q14: mass of the hull"),
+        ("q14_radii", "quiz.q14.radii", "m", "its radii of gyration about G (x, y, z)"),
+        ("q14_i_xz", "quiz.q14.i_xz", "kg m^2", "its product of inertia I_xz about G"),
+        ("q14_r_g", "quiz.q14.r_g", "m", "its centre of gravity G from O, BCS"),
+        ("q21_mass", "quiz.q21.mass", "kg", "Q22: mass of the hull"),
+        ("q21_r_g", "quiz.q21.r_g", "m", "its centre of gravity G from O, BCS"),
+        ("q21_radii", "quiz.q21.radii", "m", "its radii of gyration about G (x, y, z)"),
+        ("q22_nu", "quiz.q22.nu", "m/s, rad/s", "Q22: [u, v, w, p, q, r]"),
+        ("q28_mass", "quiz.q28.mass", "kg", "Q28: mass of the hull"),
+        ("q28_u", "quiz.q28.u", "m/s", "its forward speed U"),
+        ("q28_r_g", "quiz.q28.r_g", "m", "its centre of gravity G from O, BCS"),
+        ("q35_attitude_deg", "quiz.q35.attitude_deg", "deg", "Q35: roll, pitch, yaw of the hull"),
+        ("q41_sides", "quiz.q41.sides", "m", "Q41: sides of the box along x, y, z"),
+        ("q41_mass", "quiz.q41.mass", "kg", "mass of the box"),
+        ("q41_omega", "quiz.q41.omega", "rad/s", "its body angular velocity"),
+    ],
 }
 
 

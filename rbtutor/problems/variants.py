@@ -65,6 +65,10 @@ One ship per student (Problems 1-7, 9, 10 and the crane point of 11):
   parameter rates are made, as in the reference data, from angles and body rates
   varied within 15 % (to 0.01 rad and 0.001 rad/s), and printed to 6 decimals; the
   rates are tangent to the unit sphere at their parameters.
+* ``quiz`` (Problem 12) is the exception to the heading above: its numbers are not varied
+  around the course's but drawn afresh by the question bank's own draw
+  (:func:`rbtutor.problems.question_bank.draw`, the ranges of ``book/questions.md``, signs
+  included), so that each student's quiz is a fresh set of the bank's questions.
 * Unchanged: ``constants``, the durations (``module.t_end``, ``simulation.t_end``,
   ``euler.step``, ``euler.t_end``, ``euler.tumble_time``).
 
@@ -94,6 +98,7 @@ from ..euler_parameters import from_euler_angles, g_matrix_body
 from ..inertia import box_inertia, check_inertia, inertia_from_gyration, parallel_axis
 from ..torque_free import integrate_spin
 from . import REFERENCE_DATA, answer_key, load_data, merge_data, read_yaml
+from .question_bank import draw, quiz_numbers
 
 #: the section of a course data file that switches variants on (not problem data)
 SETTINGS_KEY = "variants"
@@ -351,6 +356,7 @@ def _derive(data: dict, salt: str, student_id: str) -> dict:
 
     out["module"] = _draw_module(rng("module"), data["module"])
     out["euler"] = _draw_euler(rng("euler"), data["euler"])
+    out["quiz"] = quiz_numbers(draw(rng("quiz")))
     return out
 
 

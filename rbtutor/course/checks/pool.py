@@ -20,6 +20,7 @@ import multiprocessing
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from ...problems import PROBLEMS
 from ...problems.variants import problem_of
 from .core import CheckCore, CheckRefused, Judge
 
@@ -75,7 +76,7 @@ class JudgePool:
 
     def warm(self) -> None:
         """Start and warm the workers now, learning the answer ids of every problem on the way."""
-        for problem in range(1, 12):
+        for problem in range(1, len(PROBLEMS) + 1):
             future = self.executor.submit(self._kinds, problem)
             future.add_done_callback(lambda f, problem=problem: self._remember(problem, f))
 

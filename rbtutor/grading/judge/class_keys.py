@@ -34,7 +34,7 @@ def problem_key(data: dict, problem: int) -> dict:
     check worked them out again."""
     found = (data_digest(data), int(problem))
     if found not in _PROBLEM_KEYS:
-        if len(_PROBLEM_KEYS) >= 64:  # the course's and the book's data, eleven problems each
+        if len(_PROBLEM_KEYS) >= 64:  # the course's and the book's data, twelve problems each
             _PROBLEM_KEYS.clear()
         _PROBLEM_KEYS[found] = answer_key(data, [problem])
     return _PROBLEM_KEYS[found]
