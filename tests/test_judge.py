@@ -561,6 +561,26 @@ def judged(nb):
     return JudgeAnswers().preprocess(nb, {})
 
 
+@pytest.mark.parametrize("answer_id", ["p3.B.K", "P3.b.K", "p3..K", "p3.bb.K"])
+def test_a_graded_cell_whose_answer_id_the_grader_cannot_read_earns_nothing(answer_id):
+    """An id of another form than p3.b.K (say, a typo in a new assignment's test cell) fails the
+    cell, instead of letting it pass as any cell that runs without an error would."""
+    nb = new_notebook(cells=[graded_test_cell("t", answer_id, 2, [payload(answer_id, RIGHT_K)])])
+    cell = judged(nb)[0].cells[0]
+    verdict = recorded_verdict(cell)
+    assert verdict.passed is False
+    assert "cannot read the answer id" in verdict.message
+    assert verdict.max_points == 2.0
+    assert [o.output_type for o in cell.outputs] == ["error"]
+
+
+def test_any_part_letter_is_read_and_an_id_without_a_key_stops_the_grading():
+    """Parts beyond (e) are read (p12.j...); an id the key lacks is the grader's mistake, said loudly."""
+    nb = new_notebook(cells=[graded_test_cell("t", "p12.j.x", 2, [payload("p12.j.x", 1.0)])])
+    with pytest.raises(KeyError, match=r"p12\.j\.x"):
+        judged(nb)
+
+
 def test_judge_records_the_verdict_with_its_points_on_the_test_cell():
     nb, resources = judged(notebook([payload("p3.b.K", RIGHT_K)], [payload("p3.d.K", 1.0)]))
     written, test_b, test_d = nb.cells

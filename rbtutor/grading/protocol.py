@@ -20,7 +20,7 @@ ANSWER_MIME = "application/vnd.rbtutor.answer+json"
 #: grade ids of the two locked cells every assignment notebook carries
 HELPERS_ID, DATA_ID = "course_helpers", "problem_data"
 #: how a test cell names the answer it hands in: ``hand_in("p3.b.K", K)``
-HAND_IN = re.compile(r"""^\s*hand_in\(\s*["'](p\d+\.[a-e]\.\w+)["']""", re.M)
+HAND_IN = re.compile(r"""^\s*hand_in\(\s*["'](p\d+\.[a-z]\.\w+)["']""", re.M)
 
 
 def handed_in(cell, answer_id: str) -> dict | None:

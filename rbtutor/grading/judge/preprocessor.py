@@ -130,6 +130,8 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
             return cell, resources
         match = HAND_IN.search(cell.source)
         if match is None:
+            if "hand_in(" in cell.source:  # an answer cell whose id the grader cannot read earns nothing
+                return self._unreadable_id(cell, float(meta["points"])), resources
             return cell, resources
         answer_id = match.group(1)
         data, key = self._key_for(answer_id)  # the student's own key when switched on
@@ -162,6 +164,14 @@ class JudgeAnswers(Events, NbGraderPreprocessor):
         verdict = dataclasses.replace(verdict, answer_id=answer_id, max_points=max_points)
         cell.metadata.setdefault("rbtutor", {})[VERDICT_KEY] = verdict.record()
         return cell, resources
+
+    def _unreadable_id(self, cell, max_points: float):
+        """A graded cell that hands in under an id not of the form ``p3.b.K``: 0 points, said why."""
+        note = "the grader cannot read the answer id of this cell's hand_in (expected the form p3.b.K)"
+        cell.outputs = [self._error(note)]
+        verdict = Verdict(False, note, "not_handed_in", None, max_points)
+        cell.metadata.setdefault("rbtutor", {})[VERDICT_KEY] = verdict.record()
+        return cell
 
     @staticmethod
     def _error(message: str):
