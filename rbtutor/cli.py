@@ -3,9 +3,9 @@
 ``rbtutor --help`` lists the verbs; ``rbtutor VERB --help`` shows one verb's options and an
 example. ``python -m rbtutor`` is the same command. Each verb belongs to one module, which
 parses its own options: the answers (:mod:`rbtutor.problems.cli`), the course's steps
-(:mod:`rbtutor.course.cli`), the instant-check service (:mod:`rbtutor.course.checks.service`)
-and the hub (``hub/hubctl.py`` of a checkout). A mistyped verb or a bad option exits with
-status 2 and a short message, never a traceback.
+(:mod:`rbtutor.course.cli`), the LMS (:mod:`rbtutor.course.lms_cli`), the instant-check
+service (:mod:`rbtutor.course.checks.service`) and the hub (``hub/hubctl.py`` of a checkout).
+A mistyped verb or a bad option exits with status 2 and a short message, never a traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PROG = "rbtutor"
 class Verb:
     """One verb: the module that runs it, the name it has there, what it does and who uses it."""
 
-    owner: str  # "answers", "course", "checks" or "hub"
+    owner: str  # "answers", "course", "lms", "checks" or "hub"
     name: str
     help: str
     who: str  # "newcomer", "instructor" or "operator"
@@ -44,6 +44,7 @@ VERBS = {
     "feedback": Verb("course", "feedback", "put the feedback pages into the exchange for students", "instructor"),
     "export": Verb("course", "export", "final scores as the file Canvas, Moodle or Blackboard imports",
                    "instructor"),
+    "lms": Verb("lms", "lms", "grades and roster in the LMS through LTI: status, sync, roster", "instructor"),
     "due": Verb("course", "due", "each assignment's due date and extensions, checked as grading reads them",
                 "instructor"),
     "report": Verb("course", "report", "the class report, report/index.html", "instructor"),
@@ -112,6 +113,10 @@ def _run(verb: Verb, rest: list[str]) -> int:
         from .course.cli import main as course  # deferred: 1.2 s (python -X importtime 2026-12-06)
 
         return course([verb.name, *rest], prog=PROG)
+    if verb.owner == "lms":
+        from .course.lms_cli import main as lms  # deferred: 2.4 s (python -X importtime 2026-12-06)
+
+        return lms(rest)
     if verb.owner == "checks":
         return _checks(rest)
     return _hub(rest)

@@ -229,7 +229,7 @@ def test_lms_files_guard_formulas_behind_invisible_characters(graded_class, tmp_
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("student_id,name,email\nann,Ann,a@x\n", "missing: lms_id, sis_user_id, sis_login_id, section"),
+    ("student_id,name,lms_id\nann,Ann,1\n", "missing: email"),
     (ROSTER_HEADER + "\nann,A,a@x,1,,,\nann,B,b@x,2,,,\n", "already on line 2"),
     (ROSTER_HEADER + "\nq[x],A,a@x,1,,,\n", "expected a student id, got 'q[x]'"),
     (ROSTER_HEADER + "\nreference,A,a@x,1,,,\n", "reserved"),
@@ -262,7 +262,7 @@ def test_an_lms_without_its_identifier_is_refused_before_writing(graded_class, t
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER_HEADER + "\nann,Ann Lee,ann@uni.test,,S101,,A\n")
     out = tmp_path / "bb.txt"
-    with pytest.raises(RosterError, match=r"expected one of lms_id for blackboard.*ann \(line 2\)"):
+    with pytest.raises(RosterError, match=r"expected one of blackboard_username for blackboard.*ann \(line 2\)"):
         export_lms(grader, "blackboard", roster, out)
     assert not out.exists()
     export_lms(grader, "canvas", roster, out)  # Canvas matches on the SIS User ID
@@ -276,7 +276,7 @@ def test_a_shared_lms_identifier_is_refused(graded_class, tmp_path):
     roster.write_text(ROSTER_HEADER + "\nann,Ann,same@uni.test,1,,,\nben,Ben,same@uni.test,2,,,\n")
     with pytest.raises(RosterError, match=r"line 3: email 'same@uni.test' is also on line 2"):
         export_lms(graded_class[1], "moodle", roster, tmp_path / "m.csv")
-    export_lms(graded_class[1], "blackboard", roster, tmp_path / "b.txt")  # Blackboard keys on lms_id
+    export_lms(graded_class[1], "blackboard", roster, tmp_path / "b.txt")  # an older roster's lms_id serves
 
 
 def test_only_assignments_released_or_handed_in_get_a_column(graded_class, tmp_path):
@@ -505,3 +505,108 @@ def test_every_nbgrader_process_of_the_course_refuses_them_where_they_are_entere
         api(course)
         assert sql_event.contains(Grade.manual_score, "set", refuse_entered)
         assert sql_event.contains(Grade.extra_credit, "set", refuse_entered)
+
+
+# --------------------------------------------------------------------------- the importers' rules the files follow
+
+NEW_ROSTER = "\n".join([
+    "student_id,name,email,canvas_user_id,blackboard_username,sis_user_id,sis_login_id,section,lms_user_id",
+    "ann,\"Lee, Ann\",ann@uni.test,5101,alee,S101,ann.lee,A,lti-ann",
+    "ben,Ben Okafor,ben@uni.test,5102,bokafor,S102,ben.okafor,A,lti-ben",
+    "cat,Cat Xu,cat@uni.test,5103,cxu,S103,cat.x,B,lti-cat",
+]) + "\n"
+#: a canvas-lms export's assignment header, "Title (id)": the title, then the id in brackets at the end
+CANVAS_TITLE_ID = re.compile(r"^(?P<title>.+) \((?P<id>\d+)\)$")
+#: a Blackboard Grade Center download's column header: "Title [Total Pts: P Score] |ColumnID"
+BLACKBOARD_COLUMN = re.compile(r"^(?P<title>.+) \[Total Pts: (?P<points>[0-9.]+) Score\] \|(?P<id>[0-9_]+)$")
+
+
+def _columns_file(tmp_path, lines: list[str]) -> Path:
+    path = tmp_path / "columns.csv"
+    path.write_text("\n".join(["assignment,canvas_assignment_id,blackboard_column_id,title", *lines]) + "\n")
+    return path
+
+
+def test_one_roster_serves_canvas_and_blackboard_with_their_own_ids(graded_class, tmp_path):
+    """Canvas's ID column takes the roster's canvas_user_id and Blackboard's Username its
+    blackboard_username: two fields, no longer one lms_id for both."""
+    from rbtutor.course.export import export_lms
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text(NEW_ROSTER)
+    canvas = export_lms(graded_class[1], "canvas", roster, tmp_path / "c.csv")
+    blackboard = export_lms(graded_class[1], "blackboard", roster, tmp_path / "b.txt")
+    by_id = _by_student(_read(tmp_path / "c.csv"), "ID", skip=2)
+    by_user = _by_student(_read(tmp_path / "b.txt", "\t"), "Username")
+    assert set(by_id) == {"5101", "5102", "5103"}
+    assert set(by_user) == {"alee", "bokafor", "cxu"}
+    assert by_id["5101"]["problem02"] == by_user["alee"]["problem02"] == "5"
+    assert not [n for n in canvas.notes + blackboard.notes if "older column" in n]
+
+
+def test_an_older_roster_is_read_with_a_note_naming_the_column(graded_class, tmp_path, capsys):
+    from rbtutor.course.export import run_export
+    from rbtutor.course.layout import CourseLayout
+
+    course, _grader, roster = graded_class  # the older header: one lms_id column
+    assert run_export(CourseLayout(course), "blackboard", roster, tmp_path / "b.txt") == 1  # dan: not on it
+    said = capsys.readouterr().out
+    assert "older column lms_id and no blackboard_username" in said
+    assert "Blackboard's user name" in said
+    assert set(_by_student(_read(tmp_path / "b.txt", "\t"), "Username")) == {"101", "102", "103", "105"}
+    run_export(CourseLayout(course), "moodle", roster, tmp_path / "m.csv")
+    assert "older column" not in capsys.readouterr().out  # Moodle never read lms_id
+
+
+def test_known_canvas_and_blackboard_ids_head_the_columns(graded_class, tmp_path):
+    """With the ids known, each header is what the importer matches by id (Canvas: ``Title (id)``,
+    Blackboard: ``... |ColumnID``), so a title that differs no longer makes a new column."""
+    from rbtutor.course.export import export_lms
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text(NEW_ROSTER)
+    columns = _columns_file(tmp_path, ["problem01,4711,_1234_1,Problem 1: the ship's inertia",
+                                       "problem02,4712,1235,"])
+    export_lms(graded_class[1], "canvas", roster, tmp_path / "c.csv", columns=columns)
+    export_lms(graded_class[1], "blackboard", roster, tmp_path / "b.txt", columns=columns)
+    canvas = [CANVAS_TITLE_ID.match(cell) for cell in _read(tmp_path / "c.csv")[0][5:]]
+    assert [(m["title"], m["id"]) for m in canvas] == [("Problem 1: the ship's inertia", "4711"), ("problem02", "4712")]
+    blackboard = [BLACKBOARD_COLUMN.match(cell) for cell in _read(tmp_path / "b.txt", "\t")[0][4:]]
+    assert [(m["id"], float(m["points"])) for m in blackboard] == [("_1234_1", AUTO + WRITTEN), ("1235", 5.0)]
+    by_id = _by_student(_read(tmp_path / "c.csv"), "ID", skip=2)
+    assert by_id["5102"]["problem02 (4712)"] == "2"
+
+
+def test_columns_without_an_id_are_named_in_a_note(graded_class, tmp_path):
+    from rbtutor.course.export import export_lms
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text(NEW_ROSTER)
+    columns = _columns_file(tmp_path, ["problem01,4711,,"])
+    summary = export_lms(graded_class[1], "blackboard", roster, tmp_path / "b.txt", columns=columns)
+    assert _read(tmp_path / "b.txt", "\t")[0][4:] == ["problem01", "problem02"]  # no Column ID known: bare
+    notes = [n for n in summary.notes if "blackboard_column_id" in n]
+    assert len(notes) == 1
+    assert "problem01, problem02" in notes[0]
+    assert "new 0-point column" in notes[0]
+    summary = export_lms(graded_class[1], "canvas", roster, tmp_path / "c.csv", columns=columns)
+    canvas_note = next(n for n in summary.notes if "canvas_assignment_id" in n)
+    assert canvas_note.startswith("no canvas_assignment_id known for problem02:")
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (["problem07,1,2,"], "assignment 'problem07' is not one of the gradebook's"),
+    (["problem01,12a,,"], "expected canvas_assignment_id to be digits"),
+    (["problem01,,1|2,"], "expected blackboard_column_id to be Blackboard's Column ID"),
+    (["problem01,5,,", "problem02,5,,"], "canvas_assignment_id 5 is also on line 2"),
+    (["problem01,5,,", "problem01,6,,"], "assignment 'problem01' appears twice"),
+])
+def test_a_bad_column_map_is_refused_before_writing(graded_class, tmp_path, lines, message):
+    from rbtutor.course.export import RosterError, export_lms
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text(NEW_ROSTER)
+    out = tmp_path / "c.csv"
+    with pytest.raises(RosterError, match=re.escape(message)):
+        export_lms(graded_class[1], "canvas", roster, out, columns=_columns_file(tmp_path, lines))
+    assert not out.exists()

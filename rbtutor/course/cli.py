@@ -21,8 +21,9 @@ Verbs, in the order an instructor uses them (``[--root COURSE]`` before or after
     autograde every submission, write feedback, ``grades.csv`` and the integrity report;
     with ``--scheduler``, on the workers of a Dask cluster (:mod:`rbtutor.course.cluster`);
 ``feedback`` (also ``return-feedback``)
-    put the feedback into the exchange for the students to fetch;
-``export --to canvas|moodle|blackboard --roster ROSTER --out FILE``
+    put the feedback into the exchange for the students to fetch; a course connected to an LMS
+    also sends the grades there (:func:`rbtutor.course.release.release_grades`);
+``export --to canvas|moodle|blackboard --roster ROSTER --out FILE [--columns FILE]``
     the final scores as the file that LMS imports (:mod:`rbtutor.course.export`);
 ``report``
     the class report, ``report/index.html`` (:mod:`rbtutor.course.class_report`), which
@@ -49,7 +50,7 @@ from .cluster import grade_on_cluster
 from .export import run_export
 from .layout import CourseError, CourseLayout
 from .options import run_config
-from .release import release
+from .release import release, release_grades
 from .render import render_course
 from .settings import SettingsError
 
@@ -107,11 +108,13 @@ def _parser(prog: str = "python -m rbtutor.course") -> argparse.ArgumentParser:
     verb("feedback", _return_feedback, "put the feedback into the exchange", aliases=["return-feedback"])
     export = verb("export", _export, "final scores as the file an LMS imports")
     export.add_argument("--to", required=True, choices=["canvas", "moodle", "blackboard"], dest="lms")
-    export.add_argument("--roster", required=True, help="CSV: student_id,name,email,lms_id,sis_user_id,"
-                        "sis_login_id,section")
+    export.add_argument("--roster", required=True, help="CSV: student_id,name,email and the LMS's id columns "
+                        "(canvas_user_id, blackboard_username, sis_user_id, sis_login_id, section)")
     export.add_argument("--out", required=True, help="the file to write")
     export.add_argument("--assignments", default=None, metavar="A,B",
                         help="only these assignments (default: those released or with a graded submission)")
+    export.add_argument("--columns", default=None, metavar="FILE", help="CSV: assignment,canvas_assignment_id,"
+                        "blackboard_column_id[,title]: each column's id in the LMS, so it is matched by id")
     verb("report", _report, "the class report, report/index.html")
     due = verb("due", _due, "each assignment's due date and extensions, as grading will read them")
     due.add_argument("assignment", nargs="?", default=None, help="only this assignment")
@@ -176,7 +179,7 @@ def _release(layout: CourseLayout, args, parser) -> int:
 
 def _export(layout: CourseLayout, args, parser) -> int:
     named = [a.strip() for a in args.assignments.split(",") if a.strip()] if args.assignments else None
-    return run_export(layout, args.lms, args.roster, args.out, named)
+    return run_export(layout, args.lms, args.roster, args.out, named, args.columns)
 
 
 def _config(layout: CourseLayout | None, args, parser) -> int:
@@ -243,4 +246,5 @@ def _return_feedback(layout: CourseLayout, args, parser) -> int:
     # deferred: it brings in nbgrader (3.1 s to import, python -X importtime 2026-12-06), needed only here
     from .grade import return_feedback
 
-    return return_feedback(layout)
+    returned = return_feedback(layout)
+    return max(returned, release_grades(layout))  # the grades to the LMS too, when the course has one

@@ -6,6 +6,9 @@ Assignment List. It refuses, in one line and with status 2, an assignment the co
 or whose student version has not been written yet, and says so when the assignment is already
 released (``--force`` releases it again: students who fetched it keep their copy). It says what it
 starts before nbgrader's copy (a second or two) and how long that took when done.
+
+:func:`release_grades` is the other release, of grades: ``rbtutor feedback`` calls it once the
+feedback is back with the students, and a course connected to an LMS sends the scores there.
 """
 
 from __future__ import annotations
@@ -52,3 +55,15 @@ def release(layout: CourseLayout, assignment: str, force: bool = False, out=None
         return 1
     print(f"released {assignment} in {time.monotonic() - started:.1f} s: students can fetch it now", file=out)
     return 0
+
+
+def release_grades(layout: CourseLayout, assignments=None, out=None, err=None) -> int:
+    """After the feedback is returned (``rbtutor feedback``): each student's score into the LMS's
+    gradebook through the outbox (:func:`rbtutor.course.lms_cli.grades_to_lms`), for a course whose
+    ``course.toml`` has an ``[lms]`` section; 0 at once for one without. The exit status: 1 when
+    a grade is left pending or failed (``rbtutor lms status`` lists them)."""
+    # (python -X importtime 2026-12-06; a course without an LMS never needs them)
+    # deferred: lms_cli brings in httpx, PyJWT and the LMS modules, 0.9 s more than this module's imports
+    from .lms_cli import grades_to_lms
+
+    return grades_to_lms(layout, assignments, out, err)
