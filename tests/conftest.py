@@ -5,7 +5,8 @@ Workers (``make test`` runs ``pytest -n``, ``--dist loadgroup``): a test file go
 so its module fixtures are made once, unless the file marks its tests
 ``@pytest.mark.xdist_group("machine")``: those use state of the whole machine (Unix accounts and
 groups, the course hub and its ports, hub/hubctl.py's folders) and all run on one worker, one after
-another. The book is built once for the run, by the first worker that needs it (:func:`built_book`).
+another; they are scheduled first, and the files that read the built book last. The book is
+built once a run, in the background from the start (:func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -96,50 +97,97 @@ def toc_pages() -> list[str]:
 BOOK_HTML_ENV = "RBTUTOR_BOOK_HTML"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """Each test without an xdist group goes with the rest of its file (see the module's docstring)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+BUILD_LOCK = HTML_DIR.parent / ".build.lock"  # held by whoever builds the book for the tests
+BUILD_STAMP = HTML_DIR.parent / ".build-outcome"  # the run that built it, then "ok" or why not
+
+
+def pytest_itemcollected(item):
+    """A test without an xdist group goes with the rest of its file (see the module's docstring)."""
+    if item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+@pytest.hookimpl(trylast=True)  # after -k/-m have deselected
+def pytest_collection_modifyitems(config, items):
+    """Of the tests selected: the machine's first (the longest run, on one worker), the files that
+    read the built book last; and the book's build started in the background now, so that the
+    workers run the other tests while it is made."""
+    book_files = {item.path for item in items if "built_book" in getattr(item, "fixturenames", ())}
+
+    def rank(item) -> int:
+        groups = {mark.args[0] for mark in item.iter_markers("xdist_group") if mark.args}
+        return 0 if "machine" in groups else 2 if item.path in book_files else 1
+
+    items.sort(key=rank)
+    if book_files and not os.environ.get(BOOK_HTML_ENV) and not config.option.collectonly:
+        start_book_build(this_run())
+
+
+def this_run() -> str:
+    """The name of this test run, the same in every xdist worker."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+
+
+def start_book_build(run: str) -> None:
+    """Build the book for ``run`` in a process of its own, unless it is being built or was built.
+
+    The process inherits the lock (an flock on BUILD_LOCK) and holds it until it ends, so that
+    :func:`built_book` waits for it; it writes its outcome to BUILD_STAMP."""
+    HTML_DIR.parent.mkdir(exist_ok=True)
+    with open(BUILD_LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another worker's build is under way
+        if stamped(run) is not None:
+            return
+        code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import conftest; "
+                f"conftest.build_and_stamp({run!r})")
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, pass_fds=(lock.fileno(),),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stamped(run: str) -> str | None:
+    """The outcome of ``run``'s build ("ok" or why not), or None if it has not built the book."""
+    if not BUILD_STAMP.is_file():
+        return None
+    name, _, outcome = BUILD_STAMP.read_text(encoding="utf-8").partition("\n")
+    return outcome if name == run else None
+
+
+def build_and_stamp(run: str) -> str:
+    """Build the book; write and return the outcome under the run's name."""
+    outcome = _build_book() or "ok"
+    BUILD_STAMP.write_text(f"{run}\n{outcome}", encoding="utf-8")
+    return outcome
 
 
 @pytest.fixture(scope="session")
 def built_book() -> Path:
     """Build the book exactly as `make book` does, without network; return _build/html.
 
-    Under pytest-xdist every worker asks for it: the first builds under a lock in _build/, the others
-    wait on the lock and take that build's outcome (a stamp naming this test run), so the book is
-    built once a run."""
+    Built once a run: by the process :func:`pytest_collection_modifyitems` started, which
+    this waits for (on the lock), or here if none was started."""
     if os.environ.get(BOOK_HTML_ENV):
         html = Path(os.environ[BOOK_HTML_ENV]).resolve()
         if not (html / "index.html").is_file():
             pytest.fail(f"{BOOK_HTML_ENV}={html} has no index.html", pytrace=False)
         return html
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid{os.getpid()}")
+    run = this_run()
     HTML_DIR.parent.mkdir(exist_ok=True)
-    with open(HTML_DIR.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        stamp = HTML_DIR.parent / ".build-outcome"
-        if stamp.is_file() and stamp.read_text().split("\n", 1)[0] == run:
-            outcome = stamp.read_text().split("\n", 1)[1]
-            if outcome != "ok":
-                pytest.fail(outcome, pytrace=False)
-            return HTML_DIR
-        try:
-            _build_book()
-        except pytest.fail.Exception as failed:
-            stamp.write_text(f"{run}\n{failed.msg}")
-            raise
-        stamp.write_text(f"{run}\nok")
+    with open(BUILD_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits while this run's build goes on
+        outcome = stamped(run) or build_and_stamp(run)
+    if outcome != "ok":
+        pytest.fail(outcome, pytrace=False)
     return HTML_DIR
 
 
-def _build_book() -> None:
-    """Run jb as the Makefile does; fail the test with the build's flagged lines if it fails."""
+def _build_book() -> str | None:
+    """Run jb as the Makefile does; None, or why the build failed with its flagged lines."""
     jb = VENV_BIN / "jb"
     if not jb.exists():
-        pytest.fail(f"jupyter-book is not installed in the test environment ({jb} missing)")
+        return f"jupyter-book is not installed in the test environment ({jb} missing)"
     argv = offline_argv([str(jb), *JB_BUILD_ARGS])
     started = time.monotonic()
     proc = subprocess.run(
@@ -150,15 +198,13 @@ def _build_book() -> None:
     log = (f"$ {' '.join(argv)}\n(exit {proc.returncode}, {elapsed:.1f} s)\n"
            f"{proc.stdout}\n{proc.stderr}")
     (ARTIFACTS / "book-build.log").write_text(log, encoding="utf-8")
-    if proc.returncode != 0:
-        lines = re.sub(r"\x1b\[[0-9;]*m", "", log).splitlines()
-        flagged = [ln for ln in lines if any(w in ln for w in ("WARNING", "ERROR", "Error"))]
-        pytest.fail(
-            f"book build failed (exit {proc.returncode}, offline={OFFLINE}); "
+    if proc.returncode == 0:
+        return None
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", log).splitlines()
+    flagged = [ln for ln in lines if any(w in ln for w in ("WARNING", "ERROR", "Error"))]
+    return (f"book build failed (exit {proc.returncode}, offline={OFFLINE}); "
             f"full log in {ARTIFACTS / 'book-build.log'}\n\n"
-            + "\n".join(flagged[:40]) + "\n\n--- end of log ---\n" + "\n".join(lines[-60:]),
-            pytrace=False,
-        )
+            + "\n".join(flagged[:40]) + "\n\n--- end of log ---\n" + "\n".join(lines[-60:]))
 
 
 class Chromium(_Chromium):

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
-from conftest import ARTIFACTS, BOOK_HTML_ENV, ROOT, headless_chromium, toc_pages
+from conftest import ARTIFACTS, ROOT, headless_chromium, toc_pages
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import slides
@@ -40,10 +40,9 @@ FOLDED = {"dropdown", "toggle", "toggle-hidden"}
 
 
 @pytest.fixture(scope="module")
-def book(request) -> Path:
-    if os.environ.get(BOOK_HTML_ENV):
-        return Path(os.environ[BOOK_HTML_ENV]).resolve()
-    return request.getfixturevalue("built_book")
+def book(built_book) -> Path:
+    """The built book (RBTUTOR_BOOK_HTML names one built elsewhere; see tests/conftest.py)."""
+    return built_book
 
 
 def soup_of(path: Path) -> BeautifulSoup:
