@@ -48,6 +48,10 @@ _NUMBER = re.compile(
 )
 
 
+#: names that a version number follows: the number after them is the version, never an answer
+VERSIONED = ("LTI ", "Python ", "Jupyter Book ")
+
+
 class Target(NamedTuple):
     """One number of the key: its id, magnitude, the unit of its last printed digit, its digits."""
 
@@ -183,6 +187,8 @@ def printed_answers(text: str, numbers: list[Target], words: list[tuple[str, str
     """Every answer of the key that ``text`` prints, as 'id: as printed in the text'."""
     found = []
     for match in _NUMBER.finditer(text):
+        if text[:match.start()].endswith(VERSIONED):
+            continue  # "LTI 1.3" names a standard's version
         mantissa = match.group("mantissa")
         exponent = int((match.group("exp") or match.group("texp") or "0").replace("\u2212", "-"))
         if abs(exponent) > 300:  # 1e999, written to show an overflow: no answer is that large or small
@@ -240,6 +246,12 @@ def test_the_book_s_own_numbers_are_not_answers():
     assert not printed_answers(visible, numbers, [])
     assert printed_answers(open_text("<p>|w| reaches 1.3 rad/s</p>")[0], numbers, [])
 
+
+def test_a_standard_s_version_is_not_an_answer():
+    """"LTI 1.3" names a version; 1.3 on its own, or after another word, is still found."""
+    numbers, _ = answer_targets()
+    assert not printed_answers("Log-in from the LMS (LTI 1.3)", numbers, [])
+    assert printed_answers("the largest norm is 1.3", numbers, [])
 
 
 def test_targets_follow_the_published_precision():
