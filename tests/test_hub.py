@@ -458,8 +458,8 @@ def run_loop(browser, passwords):
         s.open_assignment_list()
         released = s.page.locator("#released_assignments_list")
         released.locator(f"text={ASSIGNMENT}").first.wait_for()
-        s.shot(f"03-{student}-assignments")
         due_in_list(s, released, student)
+        s.shot(f"03-{student}-assignments")  # with the due date, once the fetch service has answered
         released.locator("button:text-is('Fetch')").click()
         s.page.locator("#fetched_assignments_list").locator(f"text={ASSIGNMENT}").first.wait_for()
         wait_shown(s, "fetch", f"Fetching {ASSIGNMENT} with your own numbers")
