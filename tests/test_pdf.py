@@ -1,20 +1,27 @@
 """`make pdf` prints a course text: no web-only labels or raw TeX, answers only in the instructor
-edition, a contents list with the right page numbers, and a clean outline.
+edition, a prose edition without the cells' code, no half-empty pages, a contents list with the
+right page numbers, and a clean outline; and it waits on Chromium by progress, not by a fixed time.
 
 The single-page HTML build is made once, as `make pdf` does (or taken from
-RBTUTOR_BOOK_SINGLEHTML), and printed in both editions by book/_ext/print_pdf.py.
+RBTUTOR_BOOK_SINGLEHTML), and printed in the three editions by book/_ext/print_pdf.py.
 Printing needs Chromium: without it these tests are skipped locally and fail in CI.
 """
 
 from __future__ import annotations
 
 import doctest
+import html
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import numpy as np
+import pypdfium2
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +29,9 @@ ARTIFACTS = ROOT / "test-artifacts"
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 import pdf_outline  # noqa: E402
-from chromium_cdp import CHROMIUM, chromium_available  # noqa: E402
+from chromium_cdp import CHROMIUM, CDPError, chromium_available  # noqa: E402
+from conftest import Chromium  # noqa: E402
+from print_pdf import single_page  # noqa: E402
 
 # The same command as JB_SINGLEHTML in the Makefile (`make pdf`).
 SINGLEHTML_ARGS = ["build", ".", "--all", "-W", "--keep-going", "--builder", "singlehtml",
@@ -40,6 +49,11 @@ WEB_LABELS = ["Show code cell", "Hide code cell", "Show the ", "Hide the ", "Cli
               "Download this page", "Decrease speed", "Increase speed", "Play backwards",
               "First frame", "Last frame"]
 ANSWER_CAPTION = "Answers for the reference ship (Problem 1)"
+EDITIONS = ["student", "instructor", "prose"]
+# The printed area of a page (rbtutor-print.css: A4, margins 16 mm top and 18 mm bottom), and the
+# largest share of it a page inside a chapter may leave empty below its last line.
+PAGE_MARGINS_MM = (16, 18)
+MAX_EMPTY_SHARE = 0.5
 LEFT_OUT_NOTE = "The answers are printed in the instructor edition."
 
 
@@ -113,6 +127,13 @@ def instructor(singlehtml: Path):
     return PdfReader(print_edition(singlehtml, "instructor"))
 
 
+@pytest.fixture(scope="module")
+def prose(singlehtml: Path):
+    from pypdf import PdfReader
+
+    return PdfReader(print_edition(singlehtml, "prose"))
+
+
 def pdf_text(reader) -> str:
     return "\n".join(page.extract_text() or "" for page in reader.pages)
 
@@ -148,7 +169,7 @@ def outline_entries(reader) -> list[tuple[int, str, int]]:
     return found
 
 
-@pytest.mark.parametrize("edition", ["student", "instructor"])
+@pytest.mark.parametrize("edition", EDITIONS)
 def test_no_raw_tex_and_no_web_labels(edition, request):
     """Neither edition shows TeX source or a label of the web page (buttons, fold toggles)."""
     reader = request.getfixturevalue(edition)
@@ -254,3 +275,155 @@ def test_pdf_has_the_whole_book(student):
                 or (a.get("/A") or {}).get("/S") == "/GoTo"]
     assert len(internal) >= 50, f"only {len(internal)} internal links (cross-references)"
     assert student.outline, "the PDF has no outline (bookmarks)"
+
+
+def squeezed(text: str) -> str:
+    """Text without any white space: a printed line may wrap where the HTML's does not."""
+    return re.sub(r"\s+", "", text)
+
+
+def plain(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
+# A code cell of the single-page build and, when it printed text, its first output.
+CELL = re.compile(r'<div class="cell_input[^"]*">\s*<div class="highlight-ipython3 notranslate">'
+                  r'<div class="highlight"><pre>(.*?)</pre></div>\s*</div>\s*</div>\s*'
+                  r'(?:<div class="cell_output docutils container">\s*<div class="output stream '
+                  r'highlight-myst-ansi notranslate"><div class="highlight"><pre>(.*?)</pre>)?', re.S)
+
+
+def cell_lines(index: Path) -> list[tuple[str, str]]:
+    """(a line of code, a line it printed or '') for the book's code cells: the code line is one
+    that occurs once in the whole page, so that it cannot be met outside its cell."""
+    page = single_page(index).read_text(encoding="utf-8")
+    whole = squeezed(plain(page))
+    samples = []
+    for code, output in CELL.findall(page):
+        lines = [line.strip() for line in plain(code).splitlines() if 30 <= len(line.strip()) <= 70]
+        lines = [line for line in lines if not line.startswith("#") and whole.count(squeezed(line)) == 1]
+        printed = [line.strip() for line in plain(output).splitlines() if 12 <= len(line.strip()) <= 70]
+        if lines:
+            samples.append((lines[0], printed[0] if printed else ""))
+    return samples
+
+
+def test_prose_edition_prints_results_not_code(student, prose, singlehtml):
+    """The prose edition leaves out the code of every cell and keeps what the cells printed, their
+    figures and the hints; it is shorter than the student edition and says what it is."""
+    student_text, prose_text = pdf_text(student), pdf_text(prose)
+    in_student, in_prose = squeezed(student_text), squeezed(prose_text)
+    samples = [(code, printed) for code, printed in cell_lines(singlehtml) if squeezed(code) in in_student]
+    assert len(samples) >= 50, f"only {len(samples)} cells whose code the student edition prints"
+    code_left = [code for code, _ in samples if squeezed(code) in in_prose]
+    assert not code_left, f"code printed in the prose edition: {code_left[:5]}"
+    results = [printed for _, printed in samples if printed and squeezed(printed) in in_student]
+    assert len(results) >= 10, f"only {len(results)} printed results to look for"
+    lost = [printed for printed in results if squeezed(printed) not in in_prose]
+    assert not lost, f"results missing from the prose edition: {lost[:5]}"
+    images = [sum(len(page.images) for page in reader.pages) for reader in (student, prose)]
+    assert images[1] == images[0] >= 5, f"images (student, prose): {images}"
+    assert 40 <= len(prose.pages) < len(student.pages), (len(prose.pages), len(student.pages))
+    assert "Prose edition" in prose_text[:2000]
+    assert "Hints for Problem 1" in prose_text
+    assert LEFT_OUT_NOTE in prose_text
+
+
+def chapter_start_pages(reader) -> set[int]:
+    """The pages (1-based) on which a chapter starts: print_layout.py names each chapter's heading."""
+    return {reader.get_destination_page_number(destination) + 1
+            for name, destination in reader.named_destinations.items()
+            if name.lstrip("/").startswith("rbtutor-chapter-")}
+
+
+def empty_shares(pdf: Path) -> list[float]:
+    """For each page, the share of its printed area below the last mark (text, line or picture)."""
+    document = pypdfium2.PdfDocument(pdf)
+    scale = 0.5  # 36 dots per inch
+    shares = []
+    for page in document:
+        pixels = page.render(scale=scale, grayscale=True).to_numpy()
+        pixels = pixels[..., 0] if pixels.ndim == 3 else pixels
+        top, bottom = (round(mm / 25.4 * 72 * scale) for mm in PAGE_MARGINS_MM)
+        area = pixels[top:pixels.shape[0] - bottom]
+        marked = np.flatnonzero((area < 250).any(axis=1))
+        shares.append(1 - (marked[-1] + 1) / area.shape[0] if marked.size else 1.0)
+    document.close()
+    return shares
+
+
+@pytest.mark.parametrize("edition", ["student", "prose"])
+def test_no_half_empty_pages(edition, request):
+    """Inside a chapter no page is left more than half empty (a figure or table that does not fit
+    moves on, or breaks, without leaving a gap); only a chapter's last page may end early."""
+    reader = request.getfixturevalue(edition)
+    starts = chapter_start_pages(reader)
+    assert len(starts) >= 40, f"only {len(starts)} chapter starts named in the PDF"
+    shares = empty_shares(ARTIFACTS / f"rbtutor-{edition}.pdf")
+    assert len(shares) == len(reader.pages)
+    chapter_ends = {page - 1 for page in starts} | {len(shares)}
+    gaps = [(page, round(share, 2)) for page, share in enumerate(shares, start=1)
+            if page >= min(starts) and page not in chapter_ends and share > MAX_EMPTY_SHARE]
+    assert not gaps, f"pages of the {edition} edition more than half empty (page, share): {gaps}"
+
+
+# The waiting logic, with the real Chromium: a page script that keeps the browser busy.
+BUSY_JS = ("(async () => { console.log('busy'); await new Promise(r => setTimeout(r, 0)); "
+           "const end = Date.now() + %d; let n = 0; while (Date.now() < end) n++; return n > 0; })()")
+FOREVER_BUSY_JS = ("(async () => { console.log('busy'); await new Promise(r => setTimeout(r, 0)); "
+                   "while (true) {} })()")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """A headless Chromium of this test's own (offline where possible), with one blank tab."""
+    if not chromium_available():
+        message = f"{CHROMIUM} is missing"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (required in CI)", pytrace=False)
+        pytest.skip(message)
+    chromium = Chromium(CHROMIUM, tmp_path / "profile", tmp_path / "chromium.log")
+    try:
+        chromium.open_page()
+        yield chromium
+    finally:
+        chromium.close()
+
+
+def test_a_busy_browser_is_waited_for(browser):
+    """A call that keeps Chromium working three times as long as the stall limit succeeds when
+    waited on by progress; a fixed limit of that length (the old way) gives up on the same call."""
+    stall = 2.0
+    with pytest.raises(CDPError, match=r"no reply to Runtime\.evaluate within 2 s"):
+        browser.evaluate(BUSY_JS % 6000, timeout=stall)
+    assert browser.evaluate("1 + 1", timeout=120) == 2  # answered once the busy call is over
+    started = time.monotonic()
+    assert browser.evaluate(BUSY_JS % 6000, timeout=300, stall=stall) is True
+    assert time.monotonic() - started >= 3 * stall
+
+
+def test_a_stalled_browser_fails_clearly(browser):
+    """A call the browser neither works on nor answers fails after the stall limit, saying so,
+    long before the overall limit."""
+    started = time.monotonic()
+    stalled = r"Chromium stalled: no message and .* while waiting for the reply to Runtime\.evaluate"
+    with pytest.raises(CDPError, match=stalled):
+        browser.evaluate("new Promise(() => {})", timeout=600, stall=3)
+    assert time.monotonic() - started < 60
+
+
+def test_a_browser_that_dies_fails_at_once(browser):
+    """When Chromium dies during a long call, the wait ends at once with the reason."""
+    since = len(browser.events)
+
+    def kill_when_busy():
+        browser.wait_event("Runtime.consoleAPICalled", since, timeout=120)
+        os.kill(browser.proc.pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_when_busy)
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(CDPError, match=r"closed the connection|exited"):
+        browser.evaluate(FOREVER_BUSY_JS, timeout=600, stall=300)
+    killer.join()
+    assert time.monotonic() - started < 60

@@ -4,11 +4,19 @@ Shared by the browser tests (tests/conftest.py) and ``make pdf``
 (book/_ext/print_pdf.py). The pipe (``--remote-debugging-pipe``: fd 3 commands in,
 fd 4 replies out, NUL-separated JSON) keeps working when the browser sits in its
 own network namespace, where a TCP debugging port would be unreachable.
+
+A call waits for its reply up to ``timeout`` seconds. A long call (printing a big
+book on a busy machine) can instead be waited on by progress: given ``stall``, the
+wait goes on while the browser is alive and working, that is while its processes
+use CPU or it sends messages, and fails early, saying which, when the browser
+exits or does nothing for ``stall`` seconds; ``timeout`` then bounds the whole call.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import fcntl
 import json
 import os
 import subprocess
@@ -62,8 +70,72 @@ CHROMIUM_FLAGS = [
 ]
 
 
+# How often a wait by progress looks at the browser, and the share of one core its processes
+# must use over a stall window to count as working (an idle headless Chromium uses about 0.5 %).
+PROGRESS_POLL_SECONDS = 1.0
+PROGRESS_MIN_CPU_SHARE = 0.02
+
+
 class CDPError(RuntimeError):
     pass
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU time (user and system, in seconds) used so far by process ``root`` and its descendants.
+
+    Read from /proc; children already reaped count through their parent's ``cutime``/``cstime``.
+    """
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process has just exited
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        ticks[pid] = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    total = 0
+    for pid, used in ticks.items():
+        ancestor = pid
+        while ancestor not in (root, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        if ancestor == root:
+            total += used
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class ProgressWatch:
+    """Tells whether a browser is still alive and working while a call waits (see the module docstring)."""
+
+    def __init__(self, browser: Chromium, stall: float):
+        self.browser = browser
+        self.stall = stall
+        self.samples = [self._sample()]
+
+    def _sample(self) -> tuple[float, int, float]:
+        return time.monotonic(), self.browser.received, tree_cpu_seconds(self.browser.proc.pid)
+
+    def check(self, what: str) -> None:
+        """Raise CDPError when the browser has exited, or has neither used CPU nor sent a
+        message for ``stall`` seconds."""
+        status = self.browser.proc.poll()
+        if status is not None:
+            raise CDPError(f"Chromium exited (status {status}) while waiting for the {what}")
+        now, received, cpu = self._sample()
+        self.samples.append((now, received, cpu))
+        # Keep the newest sample that is at least a stall window old, and those after it.
+        while len(self.samples) > 1 and now - self.samples[1][0] >= self.stall:
+            self.samples.pop(0)
+        since, received_then, cpu_then = self.samples[0]
+        if now - since < self.stall or received > received_then:
+            return
+        if cpu - cpu_then < PROGRESS_MIN_CPU_SHARE * (now - since):
+            raise CDPError(f"Chromium stalled: no message and {cpu - cpu_then:.2f} s of CPU in the "
+                           f"last {now - since:.0f} s while waiting for the {what}")
 
 
 class Chromium:
@@ -104,6 +176,7 @@ class Chromium:
         self._out = os.fdopen(cmd_w, "wb", buffering=0)
         self._in = os.fdopen(res_r, "rb", buffering=0)
         self._next_id = 0
+        self.received = 0  # messages read from the browser so far (progress for ProgressWatch)
         self._replies: dict[int, dict] = {}
         self.events: list[dict] = []
         self._cond = threading.Condition()
@@ -123,6 +196,7 @@ class Chromium:
                 raw, buf = buf.split(b"\0", 1)
                 msg = json.loads(raw)
                 with self._cond:
+                    self.received += 1
                     if "id" in msg:
                         self._replies[msg["id"]] = msg
                     else:
@@ -133,63 +207,93 @@ class Chromium:
             self._cond.notify_all()
 
     def send(self, method: str, params: dict | None = None, *, session: bool = True,
-             timeout: float = 30.0) -> dict:
+             timeout: float = 30.0, stall: float | None = None) -> dict:
+        """Send one command and return its result; ``stall``: wait by progress (module docstring)."""
         with self._cond:
             self._next_id += 1
             msg_id = self._next_id
         msg = {"id": msg_id, "method": method, "params": params or {}}
         if session and self.session_id:
             msg["sessionId"] = self.session_id
-        self._out.write(json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while msg_id not in self._replies:
-                remaining = deadline - time.monotonic()
-                if self._closed or remaining <= 0:
-                    raise CDPError(f"no reply to {method} (browser closed={self._closed})")
-                self._cond.wait(remaining)
-            reply = self._replies.pop(msg_id)
+        try:
+            self._out.write(json.dumps(msg).encode() + b"\0")
+        except BrokenPipeError as exc:
+            raise CDPError(f"cannot send {method}: the browser has gone "
+                           f"(exit status {self.proc.poll()})") from exc
+        reply = self._wait(lambda: self._replies.pop(msg_id, None), f"reply to {method}", timeout, stall)
         if "error" in reply:
             raise CDPError(f"{method}: {reply['error']}")
         return reply.get("result", {})
 
-    def wait_event(self, method: str, since: int, timeout: float = 30.0) -> dict:
+    def wait_event(self, method: str, since: int, timeout: float = 30.0,
+                   stall: float | None = None) -> dict:
+        """The first event called ``method`` among ``self.events[since:]``, waiting for it if need be."""
+        def found():
+            return next((ev for ev in self.events[since:] if ev.get("method") == method), None)
+
+        return self._wait(found, f"event {method}", timeout, stall)
+
+    def _wait(self, ready: Callable[[], dict | None], what: str, timeout: float, stall: float | None):
+        """Wait until ``ready()`` (called under the lock) returns a message; that message.
+        ``what`` names it in the errors (``reply to Page.navigate``)."""
         deadline = time.monotonic() + timeout
+        watch = ProgressWatch(self, stall) if stall else None
         with self._cond:
             while True:
-                for ev in self.events[since:]:
-                    if ev.get("method") == method:
-                        return ev
+                message = ready()
+                if message is not None:
+                    return message
                 remaining = deadline - time.monotonic()
-                if self._closed or remaining <= 0:
-                    raise CDPError(f"timed out waiting for {method}")
+                if self._closed:
+                    raise CDPError(f"the browser closed the connection (exit status {self.proc.poll()}) "
+                                   f"while waiting for the {what}")
+                if remaining <= 0:
+                    raise CDPError(f"no {what} within {timeout:g} s")
+                if watch:
+                    watch.check(what)
+                    remaining = min(remaining, PROGRESS_POLL_SECONDS)
                 self._cond.wait(remaining)
 
-    def open_page(self, width: int = 1280, height: int = 1000) -> None:
-        target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)
-        attached = self.send(
-            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
-            session=False,
-        )
+    def open_page(self, width: int = 1280, height: int = 1000, *, timeout: float = 30.0,
+                  stall: float | None = None) -> None:
+        """Open one tab and attach to it; ``timeout`` and ``stall`` apply to each call, as in :meth:`send`."""
+        def call(method: str, params: dict | None = None, session: bool = True) -> dict:
+            return self.send(method, params, session=session, timeout=timeout, stall=stall)
+
+        target = call("Target.createTarget", {"url": "about:blank"}, session=False)
+        attached = call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
+                        session=False)
         self.session_id = attached["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
-            self.send(f"{domain}.enable")
+            call(f"{domain}.enable")
         # Every page load fetches every resource, so a failure cannot hide in the cache.
-        self.send("Network.setCacheDisabled", {"cacheDisabled": True})
-        self.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-        )
+        call("Network.setCacheDisabled", {"cacheDisabled": True})
+        call("Emulation.setDeviceMetricsOverride",
+             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
 
-    def evaluate(self, expression: str, timeout: float = 30.0):
+    def evaluate(self, expression: str, timeout: float = 30.0, stall: float | None = None):
+        """The value of a page expression (awaited if it is a promise)."""
         result = self.send(
             "Runtime.evaluate",
             {"expression": expression, "awaitPromise": True, "returnByValue": True},
-            timeout=timeout,
+            timeout=timeout, stall=stall,
         )
         if "exceptionDetails" in result:
             raise CDPError(f"page script failed: {result['exceptionDetails']}")
         return result["result"].get("value")
+
+    def read_stream(self, handle: str, timeout: float = 30.0, stall: float | None = None) -> bytes:
+        """The whole content of a CDP stream (e.g. ``Page.printToPDF`` with ``ReturnAsStream``),
+        read in chunks (each one a sign of progress), then closed."""
+        chunks = []
+        while True:
+            part = self.send("IO.read", {"handle": handle, "size": 1 << 20}, timeout=timeout, stall=stall)
+            data = part.get("data", "")
+            chunks.append(base64.b64decode(data) if part.get("base64Encoded") else data.encode("utf-8"))
+            if part.get("eof"):
+                break
+        self.send("IO.close", {"handle": handle}, timeout=timeout, stall=stall)
+        return b"".join(chunks)
 
     def close(self) -> None:
         with contextlib.suppress(CDPError):
@@ -205,6 +309,4 @@ class Chromium:
 
 
 def _dup_high(fd: int) -> int:
-    import fcntl
-
     return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)

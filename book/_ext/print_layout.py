@@ -10,7 +10,11 @@ in place and reports what it did:
 * answers are printed only in the instructor edition. An answer is a folded block
   whose label names an answer or a worked solution, or speaks of the reference ship
   or module (the numbers of the answer key), or any element with the class
-  ``rbtutor-answer``. The student edition prints a one-line note in its place;
+  ``rbtutor-answer``. The student and prose editions print a one-line note in its place;
+* the prose edition, for reading on paper, leaves out the code of the notebook cells
+  (and so the captions and cells left with nothing to show) and keeps their results:
+  printed values, tables and figures. Code blocks of the text itself (commands of the
+  manual) stay;
 * a matplotlib JavaScript animation becomes one still frame with a caption;
 * display formulas, tables and outputs wider than the page are scaled down to fit;
 * a title page and a contents list (parts, chapters, sections and subsections, each
@@ -34,7 +38,8 @@ PREPARE_JS = r"""
 ((edition, genericLabel, answerLabel) => {
   const generic = new RegExp(genericLabel, 'i');
   const answer = new RegExp(answerLabel, 'i');
-  const report = {unfolded: 0, answersRemoved: 0, answersKept: 0, stills: 0, scaled: 0, entries: []};
+  const report = {unfolded: 0, answersRemoved: 0, answersKept: 0, codeRemoved: 0, stills: 0, scaled: 0,
+                  entries: []};
   const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
 
   const labelOf = (details) => {
@@ -88,6 +93,23 @@ PREPARE_JS = r"""
     report.unfolded += 1;
   }
 
+  // 1b. The prose edition: the code of the cells goes, their results stay.
+  const showsSomething = (element) => {
+    const copy = element.cloneNode(true);
+    copy.querySelectorAll('.rbtutor-print-caption').forEach(n => n.remove());
+    return copy.textContent.trim() !== '' ||
+      copy.querySelector('img, svg, table, canvas, video, iframe, mjx-container') !== null;
+  };
+  if (edition === 'prose') {
+    for (const input of [...document.querySelectorAll('div.cell_input')]) {
+      input.remove();
+      report.codeRemoved += 1;
+    }
+    for (const block of [...document.querySelectorAll('.rbtutor-print-unfolded, div.cell')]) {
+      if (block.isConnected && !showsSomething(block)) block.remove();
+    }
+  }
+
   // 2. Animations: one still frame, the middle one, with a caption.
   for (const box of [...document.querySelectorAll('div.animation')]) {
     const img = box.querySelector('img[id^="_anim_img"]');
@@ -134,18 +156,26 @@ PREPARE_JS = r"""
     return parts;
   };
   const entries = [];
+  let made = 0;  // ids this script gives, numbered in order
   const addEntry = (kind, level, heading, fallback) => {
     // The link target: the heading's section when its id is unique in the book (the pages of
     // the single-page build can repeat an id, e.g. "learning-objectives"), else the heading
     // itself under an id of its own.
     let target = null;
-    if (heading) {
+    if (heading && /^rbtutor-(chapter|heading)-/.test(heading.id)) {
+      target = heading.id;  // a heading met before keeps the id it was given
+    } else if (heading && kind === 'chapter' && !heading.id && heading.getClientRects().length) {
+      // Every chapter whose heading is printed gets an id of its own, so that the PDF names
+      // where each chapter starts.
+      heading.id = 'rbtutor-chapter-' + (made++);
+      target = heading.id;
+    } else if (heading) {
       const section = heading.parentElement;
       const unique = section && section.nodeName === 'SECTION' && section.id &&
         document.querySelectorAll(`[id="${CSS.escape(section.id)}"]`).length === 1;
       if (unique) target = section.id;
       else {
-        heading.id = 'rbtutor-heading-' + entries.length;
+        heading.id = 'rbtutor-heading-' + (made++);
         target = heading.id;
       }
     }
@@ -210,9 +240,13 @@ PREPARE_JS = r"""
   if (rootHeading) title.textContent = rootHeading.textContent.replace('#', '').trim();
   const edition_line = document.createElement('p');
   edition_line.className = 'rbtutor-print-edition';
-  edition_line.textContent = edition === 'instructor'
-    ? 'Instructor edition: with the answers and worked solutions of the graded problems. Not for students.'
-    : 'Student edition: hints are printed; answers are left out.';
+  edition_line.textContent = {
+    instructor: 'Instructor edition: with the answers and worked solutions of the graded problems. Not for students.',
+    student: 'Student edition: hints are printed; answers are left out.',
+    prose: 'Prose edition, for reading on paper: the code of the notebook cells is left out, their ' +
+           'results and figures are printed; hints are printed, answers are left out. ' +
+           'The online book and its notebooks have the code.',
+  }[edition];
   const contentsTitle = document.createElement('p');
   contentsTitle.className = 'rbtutor-print-contents-title';
   contentsTitle.textContent = 'Contents';
@@ -278,10 +312,18 @@ FILL_PAGES_JS = r"""
 """
 
 
+# The printed editions: what each one is for (`make pdf EDITION=...`).
+EDITIONS = {
+    "student": "hints printed, answers left out",
+    "instructor": "the answers and worked solutions printed too",
+    "prose": "as the student edition, without the code of the notebook cells",
+}
+
+
 def prepare_script(edition: str) -> str:
-    """PREPARE_JS for one edition ('student' or 'instructor')."""
-    if edition not in {"student", "instructor"}:
-        raise ValueError(f"expected edition 'student' or 'instructor', got {edition!r}")
+    """PREPARE_JS for one of the :data:`EDITIONS`."""
+    if edition not in EDITIONS:
+        raise ValueError(f"expected edition one of {sorted(EDITIONS)}, got {edition!r}")
     return (PREPARE_JS.replace("%EDITION%", json.dumps(edition))
             .replace("%GENERIC%", json.dumps(GENERIC_LABEL))
             .replace("%ANSWER%", json.dumps(ANSWER_LABEL)))

@@ -2,26 +2,32 @@
 
 Usage::
 
-    python book/_ext/print_pdf.py SINGLEHTML_INDEX OUTPUT_PDF [--edition student|instructor]
+    python book/_ext/print_pdf.py SINGLEHTML_INDEX OUTPUT_PDF [--edition student|instructor|prose]
 
 The page is opened from file:// (no network is needed: MathJax and the fonts
 come with the build), then this waits until MathJax has typeset every formula
 (``MathJax.startup.promise``), every image has loaded and the fonts are ready.
 With the print media and the printable width emulated, the page is made a
 course text (book/_ext/print_layout.py: folded content printed, answers only in
-the instructor edition, animations as stills, wide formulas scaled, a title page
-and contents list). It is printed twice with Chromium's own print engine (CDP
-``Page.printToPDF``) under the book's print stylesheet (``rbtutor-print.css``):
-the first print tells on which page each heading lands, the second carries those
-page numbers in the contents list. Finally the PDF's outline is rebuilt from the
-contents, formulas as text (book/_ext/pdf_outline.py). Links inside the book stay
-links in the PDF. Exits non-zero with a message when anything is missing.
+the instructor edition, no cell code in the prose edition, animations as stills,
+wide formulas scaled, a title page and contents list). It is printed twice with
+Chromium's own print engine (CDP ``Page.printToPDF``, the PDF read back as a
+stream) under the book's print stylesheet (``rbtutor-print.css``): the first print
+tells on which page each heading lands, the second carries those page numbers in
+the contents list. Finally the PDF's outline is rebuilt from the contents,
+formulas as text (book/_ext/pdf_outline.py). Links inside the book stay links in
+the PDF. Exits non-zero with a message when anything is missing.
+
+Laying out and printing a big book on a busy machine can take minutes for one
+call, so no call has a fixed short limit: each is waited on while Chromium is
+alive and working (book/_ext/chromium_cdp.py), up to ``--timeout`` seconds, and
+the print fails, saying why, once Chromium exits or does nothing for ``--stall``
+seconds.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import re
 import shutil
 import sys
@@ -31,7 +37,7 @@ from pathlib import Path
 
 from chromium_cdp import CHROMIUM, CDPError, Chromium, chromium_available, settle_js
 from pdf_outline import entry_pages, replace_outline
-from print_layout import fill_pages_script, prepare_script
+from print_layout import EDITIONS, fill_pages_script, prepare_script
 
 # Reported by the page once MathJax, images and fonts have settled (chromium_cdp.settle_js).
 SETTLE_REPORT = r"""{
@@ -73,7 +79,22 @@ def single_page(index: Path) -> Path:
     return page
 
 
-def print_pdf(index: Path, output: Path, timeout: float = 300.0, edition: str = "student") -> dict:
+class Patience:
+    """How long one call to Chromium may take: ``timeout`` at most, ``stall`` without progress."""
+
+    def __init__(self, timeout: float, stall: float):
+        self.timeout = timeout
+        self.stall = stall
+
+    def send(self, browser: Chromium, method: str, params: dict | None = None) -> dict:
+        return browser.send(method, params, timeout=self.timeout, stall=self.stall)
+
+    def evaluate(self, browser: Chromium, expression: str):
+        return browser.evaluate(expression, timeout=self.timeout, stall=self.stall)
+
+
+def print_pdf(index: Path, output: Path, timeout: float = 1800.0, edition: str = "student",
+              stall: float = 120.0) -> dict:
     """Print index (a singlehtml build) to output as the given edition; return what the page reported."""
     if not chromium_available():
         raise SystemExit(f"{CHROMIUM} not found or not executable: "
@@ -82,33 +103,19 @@ def print_pdf(index: Path, output: Path, timeout: float = 300.0, edition: str = 
         raise SystemExit(f"{index} not found: build the single-page HTML first")
     page = single_page(index)
     output.parent.mkdir(parents=True, exist_ok=True)
+    patience = Patience(timeout, stall)
     with tempfile.TemporaryDirectory(prefix="rbtutor-pdf-") as tmp:
         browser = Chromium(CHROMIUM, Path(tmp) / "profile", Path(tmp) / "chromium.log")
         try:
-            browser.open_page(width=1100, height=1400)
-            since = len(browser.events)
-            browser.send("Page.navigate", {"url": page.resolve().as_uri()})
-            browser.wait_event("Page.loadEventFired", since, timeout=timeout)
-            started = time.monotonic()
-            report = browser.evaluate(
-                settle_js(SETTLE_REPORT, int(timeout * 1000), 30000), timeout=timeout + 60)
-            report["seconds_to_settle"] = round(time.monotonic() - started, 1)
-            problems = []
-            if report["math"] and report["mathjax"] != "ok":
-                problems.append(f"MathJax did not finish: {report['mathjax']}")
-            if report["untypeset"]:
-                problems.append(f"{report['untypeset']} formulas not typeset")
-            if report["broken"]:
-                problems.append(f"images that did not load: {report['broken'][:5]}")
-            if problems:
-                raise SystemExit("cannot print the book: " + "; ".join(problems))
-            browser.send("Emulation.setEmulatedMedia", {"media": "print"})
-            browser.send("Emulation.setDeviceMetricsOverride", {
+            browser.open_page(width=1100, height=1400, timeout=timeout, stall=stall)
+            report = _load(browser, page, patience)
+            patience.send(browser, "Emulation.setEmulatedMedia", {"media": "print"})
+            patience.send(browser, "Emulation.setDeviceMetricsOverride", {
                 "width": PRINT_WIDTH_PX, "height": 1100, "deviceScaleFactor": 1, "mobile": False})
-            layout = browser.evaluate(prepare_script(edition), timeout=120)
+            layout = patience.evaluate(browser, prepare_script(edition))
             report.update({k: v for k, v in layout.items() if k != "entries"})
             report["contents"] = len(layout["entries"])
-            data, pages = _print_with_page_numbers(browser, layout["entries"], timeout)
+            data, pages = _print_with_page_numbers(browser, layout["entries"], patience)
             report["passes"] = pages["passes"]
         except CDPError as exc:
             log = (Path(tmp) / "chromium.log").read_text(encoding="utf-8", errors="replace")[-3000:]
@@ -119,9 +126,29 @@ def print_pdf(index: Path, output: Path, timeout: float = 300.0, edition: str = 
     return report
 
 
-def _print_once(browser: Chromium, timeout: float) -> bytes:
+def _load(browser: Chromium, page: Path, patience: Patience) -> dict:
+    """Open the page and wait until MathJax, the images and the fonts have settled; what it reported."""
+    since = len(browser.events)
+    patience.send(browser, "Page.navigate", {"url": page.resolve().as_uri()})
+    browser.wait_event("Page.loadEventFired", since, timeout=patience.timeout, stall=patience.stall)
+    started = time.monotonic()
+    report = patience.evaluate(browser, settle_js(SETTLE_REPORT, int(patience.timeout * 1000), 30000))
+    report["seconds_to_settle"] = round(time.monotonic() - started, 1)
+    problems = []
+    if report["math"] and report["mathjax"] != "ok":
+        problems.append(f"MathJax did not finish: {report['mathjax']}")
+    if report["untypeset"]:
+        problems.append(f"{report['untypeset']} formulas not typeset")
+    if report["broken"]:
+        problems.append(f"images that did not load: {report['broken'][:5]}")
+    if problems:
+        raise SystemExit("cannot print the book: " + "; ".join(problems))
+    return report
+
+
+def _print_once(browser: Chromium, patience: Patience) -> bytes:
     """One print as the print stylesheet says (A4, its margins), page numbers in the footer."""
-    result = browser.send("Page.printToPDF", {
+    result = patience.send(browser, "Page.printToPDF", {
         "printBackground": True,
         "preferCSSPageSize": True,
         "displayHeaderFooter": True,
@@ -129,19 +156,20 @@ def _print_once(browser: Chromium, timeout: float) -> bytes:
         "footerTemplate": FOOTER,
         "generateDocumentOutline": True,
         "generateTaggedPDF": True,
-    }, timeout=timeout)
-    return base64.b64decode(result["data"])
+        "transferMode": "ReturnAsStream",
+    })
+    return browser.read_stream(result["stream"], timeout=patience.timeout, stall=patience.stall)
 
 
-def _print_with_page_numbers(browser: Chromium, entries: list[dict], timeout: float):
+def _print_with_page_numbers(browser: Chromium, entries: list[dict], patience: Patience):
     """Print until the page numbers written into the contents list are those the print has."""
     written: dict[int, int] = {}
     for passes in range(1, MAX_PASSES + 1):
-        data = _print_once(browser, timeout)
+        data = _print_once(browser, patience)
         found = entry_pages(data, entries)
         if found == written:
             return data, {"passes": passes}
-        filled = browser.evaluate(fill_pages_script(found))
+        filled = patience.evaluate(browser, fill_pages_script(found))
         if filled != len(found):
             raise SystemExit(f"expected {len(found)} page numbers in the contents list, wrote {filled}")
         written = found
@@ -152,16 +180,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("index", type=Path, help="index.html of the singlehtml build")
     parser.add_argument("output", type=Path, help="the PDF to write")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for MathJax")
-    parser.add_argument("--edition", choices=["student", "instructor"], default="student",
-                        help="instructor: the answers and worked solutions are printed too")
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds any one step (typesetting, layout, a print) may take at most")
+    parser.add_argument("--stall", type=float, default=120.0,
+                        help="seconds Chromium may go without progress (CPU used or a message) before "
+                             "the print fails")
+    parser.add_argument("--edition", choices=sorted(EDITIONS), default="student",
+                        help="; ".join(f"{name}: {what}" for name, what in EDITIONS.items()))
     args = parser.parse_args(argv)
-    report = print_pdf(args.index, args.output, args.timeout, args.edition)
+    report = print_pdf(args.index, args.output, args.timeout, args.edition, args.stall)
     size = args.output.stat().st_size
     print(f"{args.output}: {size / 1e6:.1f} MB; {report['math']} formulas typeset, "
           f"{report['images']} images, settled in {report['seconds_to_settle']} s; "
           f"{args.edition} edition: {report['unfolded']} folded blocks printed, "
           f"{report['answersRemoved']} answers left out, {report['answersKept']} kept, "
+          f"{report['codeRemoved']} code cells left out, "
           f"{report['stills']} animations as stills, {report['scaled']} wide items scaled, "
           f"{report['contents']} contents entries, {report['passes']} prints")
     return 0
