@@ -121,6 +121,7 @@ CHECK_URL = "http://127.0.0.1:10101"  # where the hub starts the check service (
 FETCH_URL = "http://127.0.0.1:10102"  # where the hub starts the personalising service (behind the proxy)
 PROFILE_SCRIPT = Path("/etc/profile.d/rbtutor-hub.sh")
 LTI_KEYS = STATE / "lti-keys"  # with [lms] in course.toml: the tool's signing keys (root only, 0700/0600)
+LMS_SEND_EVERY = 5  # with [lms]: seconds between the LMS sender's looks at the grades outbox
 
 STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
 STUDENT_SERVER_PACKAGES = ("jupyterhub", "jupyterlab", "nbgrader")
@@ -808,7 +809,7 @@ def leftover_processes() -> dict[int, str]:
     """Processes of this deployment other than the hub itself, by pid, with their command lines.
 
     The proxy (the pid JupyterHub wrote), every single-user server started from :data:`VENV` or
-    :data:`STUDENT_VENV`, and the services (``-m rbtutor.course...`` run by VENV's interpreter).
+    :data:`STUDENT_VENV`, and the services (``-m rbtutor.course...`` and ``-m rbtutor lms``, by VENV's interpreter).
     A hub that stops cleanly ends them itself; one that has to be killed leaves them running
     (the spawner starts each in a session of its own), still bound to their ports.
     """
@@ -828,7 +829,7 @@ def leftover_processes() -> dict[int, str]:
         ours = (int(entry.name) == proxy
                 or any(arg in servers for arg in argv[:2])
                 or (argv[:1] == [str(VENV / "bin" / "python")] and len(argv) > 2 and argv[1] == "-m"
-                    and argv[2].startswith("rbtutor.course.")))
+                    and (argv[2].startswith("rbtutor.course.") or argv[2:4] == ["rbtutor", "lms"])))
         if ours:
             found[int(entry.name)] = " ".join(argv)[:160]
     return found

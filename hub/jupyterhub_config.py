@@ -3,7 +3,10 @@
 * Log-in with the machine's Unix accounts and passwords (PAM); the accounts, their groups and
   the paths are those of hubctl.py. When the course's ``course.toml`` has an ``[lms]`` section,
   log-in from the LMS instead (LTI 1.3, rbtutor.lms.authenticator): accounts are made at a user's
-  first launch, and the tool's public keys are at /hub/lti13/jwks.
+  first launch, the tool's public keys are at /hub/lti13/jwks, an instructor's deep-linking launch
+  picks a released assignment at /hub/lti13/deep_link, and a third service, the LMS sender
+  (``rbtutor lms sync --every``, as root: only root reads the tool keys), posts the grades the
+  instructor's ``rbtutor feedback`` queued, within hubctl.LMS_SEND_EVERY seconds; it logs to the hub's log.
 * Each user's server is started as that Unix user (course_spawner.py: LocalProcessSpawner, with a
   start page that says how far along it is), in their home, with JupyterLab: an instructor's
   from the course environment /opt/rbtutor/venv, a student's from /opt/rbtutor/student, which
@@ -39,6 +42,7 @@ c.ConfigurableHTTPProxy.pid_file = str(hubctl.STATE / "proxy.pid")
 from rbtutor.course.settings import load_settings  # noqa: E402
 
 _lms = load_settings(hubctl.course_folder()).lms  # course.toml's [lms]: log-in from the LMS; none: PAM
+_lms_services = []  # with [lms]: the LMS sender
 if _lms is None:
     c.JupyterHub.authenticator_class = "pam"
     c.PAMAuthenticator.open_sessions = False  # no login sessions (systemd-logind) for a notebook server
@@ -64,6 +68,18 @@ else:  # LTI 1.3 (rbtutor.lms.authenticator): whoever the LMS launches and the c
                       "RBTUTOR_FETCH_URL": f"{hubctl.URL}/services/rbtutor-fetch/"}
     _lti.fetch_scopes = ["access:services!service=rbtutor-fetch", "read:users:groups!user={user}",
                          "read:users:name!user={user}"]
+    # deep linking: the picker lists what `rbtutor release` put into the exchange, with its points
+    _lti.course_folder = str(hubctl.course_folder())
+    _lti.released_folder = str(hubctl.EXCHANGE / hubctl.COURSE_ID / "outbound")
+    # the LMS sender: the tool keys are root's, so the instructor's `rbtutor feedback` only queues the
+    # grades; this service (run as root, as the hub is) sends what is queued, asking every few seconds
+    _sender_env = {"PATH": f"{hubctl.VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+                   "PYTHONUNBUFFERED": "1", "RBTUTOR_LMS_KEYS": str(hubctl.LTI_KEYS)}
+    if hubctl.gradebook_url():
+        _sender_env["RBTUTOR_GRADEBOOK"] = hubctl.gradebook_url()
+    _lms_services = [{"name": "rbtutor-lms-sender", "cwd": str(hubctl.course_folder()), "environment": _sender_env,
+                      "command": [str(hubctl.VENV / "bin" / "python"), "-m", "rbtutor", "lms", "--root",
+                                  str(hubctl.course_folder()), "sync", "--every", str(hubctl.LMS_SEND_EVERY)]}]
 from rbtutor.grading.student_ids import check_id  # noqa: E402
 
 for _student in hubctl.STUDENTS:  # a reserved or malformed id never becomes a hub user
@@ -139,5 +155,5 @@ _fetch_service, _fetch_roles = fetch_service.service_entry(
     user=hubctl.FETCH_USER, releasers=list(hubctl.INSTRUCTORS), url=hubctl.FETCH_URL, due_dates=hubctl.DUE_DATES,
     late_percent_per_day=_late_share)
 _fetch_roles[0]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
-c.JupyterHub.services = [_check_service, _fetch_service]
+c.JupyterHub.services = [_check_service, _fetch_service, *_lms_services]
 c.JupyterHub.load_roles = [*_check_roles, *_fetch_roles]

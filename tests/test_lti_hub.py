@@ -8,6 +8,21 @@ students' group; the instructor's click lands in the Formgrader's page of that a
 launch whose id_token has expired is refused with its reason and makes no account. The tool's
 public keys are served at /hub/lti13/jwks. After the test the hub goes back to PAM log-in.
 
+Then the course's whole term through the LMS (issue 36, item 6): the instructor places problem03
+from the LMS's "add an external tool" (deep linking: the hub's picker, then the platform keeps the
+link with a line item worth the assignment's points); both students launch from that link, answer
+and submit in JupyterLab; the instructor collects, grades and releases (``rbtutor grade``,
+``return-feedback``, as the ``instructor`` account, which only queues the grades: the tool keys are
+root's) and the hub's LMS sender posts them. The platform's own score store then holds each
+student's score as grades.csv has it, out of the assignment's points, ``PendingManual``; after the
+written parts are graded and the feedback released again during an outage of the platform (503),
+``rbtutor lms status`` shows the grades pending, and once the platform is back they arrive
+``FullyGraded``. Last the roster: a new member and a removed one on the platform, ``rbtutor lms
+roster`` (as root), and the gradebook's students and LMS users follow the platform's members, the
+removed one marked inactive. The time from release to scores in the platform is written to
+test-artifacts/lti-hub*/release-to-platform.txt. The module runs once with a SQLite and once with a
+PostgreSQL gradebook, as tests/test_hub.py.
+
 Needs root, /usr/bin/chromium and ``RBTUTOR_HUB_TEST=1`` (or CI), as tests/test_hub.py, whose
 helpers it uses; run it under the hub lock: ``flock /tmp/rbtutor-hub.lock``. Screenshots go to
 test-artifacts/lti-hub/.
@@ -16,12 +31,17 @@ test-artifacts/lti-hub/.
 from __future__ import annotations
 
 import contextlib
+import csv
 import fcntl
+import json
 import os
 import pwd
+import re
 import shutil
 import sqlite3
 import subprocess
+import sys
+import time
 
 import httpx
 import pytest
@@ -29,7 +49,17 @@ from conftest import CHROMIUM, ROOT, chromium_available
 from lti_platform import INSTRUCTOR, STUDENT1, STUDENT2
 from lti_platform import platform_fixture as platform_fixture  # the fixtures
 from lti_platform import platform_server_fixture as platform_server_fixture
-from test_hub import ASSIGNMENT, COURSE, HUB_LOCK, as_instructor, hub_log_tail, hubctl, page_state, reset_course_state
+from test_hub import (
+    ASSIGNMENT,
+    COURSE,
+    HUB_LOCK,
+    answered,
+    as_instructor,
+    hub_log_tail,
+    hubctl,
+    page_state,
+    reset_course_state,
+)
 
 pytestmark = pytest.mark.xdist_group("machine")
 
@@ -40,13 +70,20 @@ TOOL = {"oidc_login_url": f"{hubctl.URL}/hub/lti13/oauth_login",
         "target_link_uri": f"{hubctl.URL}/hub/", "jwks_url": f"{hubctl.URL}/hub/lti13/jwks"}
 
 
-def unavailable() -> str | None:
+def unavailable(gradebook: str) -> str | None:
     if os.geteuid() != 0:
         return "the LTI hub test needs root (it creates Unix accounts and starts servers as them)"
     if not chromium_available():
         return f"{CHROMIUM} not found or not executable (apt-get install -y --no-install-recommends chromium)"
     if not os.environ.get("CI") and os.environ.get("RBTUTOR_HUB_TEST") != "1":
         return "set RBTUTOR_HUB_TEST=1 to run it here: it resets the course state of the hub on this machine"
+    if gradebook == "postgres":
+        from pgserver import PostgresError, bin_dir
+
+        try:
+            bin_dir()
+        except PostgresError as exc:
+            return f"make hub GRADEBOOK=postgres needs PostgreSQL: {exc}"
     return None
 
 
@@ -71,10 +108,12 @@ def lms_section(platform) -> str:
             f'token_url = "{platform.token_url}"\njwks_url = "{platform.jwks_url}"\naccount_claim = "login"\n')
 
 
-@pytest.fixture(scope="module")
-def lti_hub(lti_platform_server):
-    """The hub with log-in from the test platform; afterwards PAM again and no LMS account left."""
-    reason = unavailable()
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def lti_hub(request, lti_platform_server):
+    """The hub with log-in from the test platform, its gradebook SQLite or PostgreSQL (as `make hub
+    GRADEBOOK=postgres`); afterwards PAM again and no LMS account left."""
+    global SHOTS
+    reason = unavailable(request.param)
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the LTI hub test: {reason}", pytrace=False)
@@ -85,7 +124,7 @@ def lti_hub(lti_platform_server):
     fcntl.flock(lock, fcntl.LOCK_EX)
     hubctl.stop()
     remove_lms_accounts()
-    hubctl.up(start_hub=False)
+    hubctl.up(start_hub=False, gradebook=request.param)
     reset_course_state()
     as_instructor("python", "-m", "rbtutor.course", "generate")
     as_instructor("python", "-m", "rbtutor.course", "release", ASSIGNMENT, "--force")
@@ -97,12 +136,15 @@ def lti_hub(lti_platform_server):
     platform.register_tool(**TOOL)
     platform.add_resource_link("rl-p3", "Problem 3", custom={"assignment": ASSIGNMENT},
                                line_item={"label": "Problem 3", "scoreMaximum": 10})
+    SHOTS = ROOT / "test-artifacts" / ("lti-hub" if request.param == "sqlite" else f"lti-hub-{request.param}")
     SHOTS.mkdir(parents=True, exist_ok=True)
     try:
         hubctl.start()
         yield platform
     finally:
         hubctl.stop()
+        if request.param == "postgres":
+            hubctl.stop_postgres()
         if before is None:
             settings.unlink(missing_ok=True)
         else:
@@ -199,3 +241,223 @@ def test_an_instructor_launch_lands_in_the_formgrader(lti_hub, browser):
     finally:
         context.close()
     assert hubctl.user_exists(account)
+
+
+# ---------------------------------------------------------------------------- the term through the LMS
+
+def assignment_points() -> float:
+    """The points of the released assignment, summed from its graded cells' nbgrader metadata."""
+    notebook = json.loads((COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    return sum(float(cell["metadata"]["nbgrader"].get("points", 0)) for cell in notebook["cells"]
+               if cell.get("metadata", {}).get("nbgrader", {}).get("grade"))
+
+
+def server_call(context, page, account: str, method: str, path: str, data=None):
+    """A call to the user's Jupyter server with this browser's cookies and the server's XSRF token."""
+    base = f"{hubctl.URL}/user/{account}"
+    cookies = [c for c in context.cookies(base + "/") if c["name"] == "_xsrf"]
+    xsrf = max(cookies, key=lambda c: len(c["path"]))["value"] if cookies else ""
+    return page.request.fetch(f"{base}/{path}", method=method, headers={"X-XSRFToken": xsrf},
+                              data=json.dumps(data) if data is not None else None)
+
+
+def place_the_assignment(browser, platform, points: float) -> dict:
+    """The instructor's "add an external tool": the hub's picker, a pick, the link the platform keeps."""
+    context, page = click_launch(browser, platform, INSTRUCTOR, "Add an external tool")
+    try:
+        waited(page, "the hub's picker of released assignments",
+               lambda: page.wait_for_selector("text=Place an assignment in the course"))
+        assert page.url.startswith(f"{hubctl.URL}/hub/lti13/deep_link?ticket="), page.url
+        listed = page.inner_text("body")
+        assert f"{ASSIGNMENT} {points:g} points" in listed, listed
+        page.screenshot(path=str(SHOTS / "04-instructor-picks-an-assignment.png"))
+        page.click(f"button:text-is('{ASSIGNMENT}')")
+        waited(page, "the platform's page after the pick", lambda: page.wait_for_selector("text=1 item(s) added"))
+        assert page.url.startswith(platform.deep_link_return_url), page.url
+    finally:
+        context.close()
+    [[item]] = platform.store()["deep_links"]
+    assert (item["type"], item["custom"]) == ("ltiResourceLink", {"assignment": ASSIGNMENT}), item
+    assert (item["lineItem"]["scoreMaximum"], item["lineItem"]["resourceId"]) == (points, ASSIGNMENT), item
+    return item
+
+
+def launch_and_submit(browser, platform, sub: str, sign_error: bool) -> None:
+    """A student's click on the placed link, into their copy; answers written, then Submit in the Assignment List."""
+    account = LMS_ACCOUNTS[sub]
+    context, page = click_launch(browser, platform, sub, ASSIGNMENT)
+    try:
+        waited(page, "JupyterLab with the assignment",
+               lambda: page.wait_for_url(f"**/user/{account}/lab/tree/{ASSIGNMENT}/**"))
+        waited(page, "the notebook's cells", lambda: page.wait_for_selector(".jp-NotebookPanel .jp-Cell"))
+        page.goto(f"{hubctl.URL}/user/{account}/api/status")  # out of JupyterLab while the file changes
+        path = f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+        notebook = answered(server_call(context, page, account, "GET", path).json()["content"], sign_error)
+        put = server_call(context, page, account, "PUT", path,
+                          {"type": "notebook", "format": "json", "content": notebook})
+        assert put.status in (200, 201), put.text()
+        page.goto(f"{hubctl.URL}/user/{account}/lab")
+        waited(page, "the Nbgrader menu", lambda: page.wait_for_selector(".lm-MenuBar-itemLabel:text-is('Nbgrader')"))
+        page.click("text=Nbgrader")
+        page.click(".lm-Menu-itemLabel:text-is('Assignment List')")
+        fetched = page.locator("#fetched_assignments_list")
+        waited(page, "the fetched assignment", lambda: fetched.locator(f"text={ASSIGNMENT}").first.wait_for())
+        fetched.locator("button:text-is('Submit')").first.click()
+        page.locator("#rbtutor-submit-confirm button:has-text('Submit')").click()
+        waited(page, "the submission in the list", lambda: page.locator("#submitted_assignments_list")
+               .locator(f"text={ASSIGNMENT}").first.wait_for(timeout=180_000))
+        page.screenshot(path=str(SHOTS / f"05-{account}-submitted.png"))
+    finally:
+        context.close()
+
+
+def final_scores() -> dict[str, float]:
+    """grades.csv's final score of each student in the assignment (what the LMS is to get)."""
+    with (COURSE / "grades.csv").open() as handle:
+        return {row["student"]: float(row["final_score"]) for row in csv.DictReader(handle)
+                if row["assignment"] == ASSIGNMENT}
+
+
+def platform_scores(platform, line_item_id: str) -> dict[str, dict]:
+    """The platform's latest score of each LMS user on the line item ``line_item_id`` (its URL)."""
+    store = platform.store()
+    number = next(key for key, item in store["line_items"].items() if item["id"] == line_item_id)
+    return store["scores"].get(number, {})
+
+
+def wait_for_scores(platform, line_item_id: str, wanted, what: str, timeout: float = 120.0) -> dict[str, dict]:
+    """Poll the platform's store until ``wanted(scores)`` holds; the scores then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        scores = platform_scores(platform, line_item_id)
+        if wanted(scores):
+            return scores
+        if time.monotonic() > deadline:
+            status = as_instructor("python", "-m", "rbtutor", "lms", "status").stdout
+            raise AssertionError(f"the platform did not get {what} within {timeout:.0f} s: {scores}\n{status}\n"
+                                 f"{hub_log_tail()}")
+        time.sleep(0.5)
+
+
+def all_with(progress: str, subs):
+    return lambda scores: all(scores.get(sub, {}).get("gradingProgress") == progress for sub in subs)
+
+
+def grade_written_parts(points_each: float) -> float:
+    """Every part still to grade by hand scored ``points_each`` of its points, as the Formgrader's save does
+    (through nbgrader's gradebook, as the instructor); the points given per student."""
+    code = f"""
+import json
+from nbgrader.api import Gradebook
+from rbtutor.course.layout import CourseLayout
+given = {{}}
+with Gradebook(CourseLayout('.').gradebook_url) as gradebook:
+    for submission in gradebook.assignment_submissions({ASSIGNMENT!r}):
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                if grade.needs_manual_grade:
+                    grade.manual_score = {points_each} * grade.max_score
+                    grade.needs_manual_grade = False
+                    given[submission.student_id] = given.get(submission.student_id, 0) + grade.manual_score
+    gradebook.db.commit()
+print(json.dumps(given))
+"""
+    given = json.loads(as_instructor("python", "-c", code).stdout.strip().splitlines()[-1])
+    assert set(given) == {LMS_ACCOUNTS[STUDENT1], LMS_ACCOUNTS[STUDENT2]}, given
+    assert len(set(given.values())) == 1, given
+    return next(iter(given.values()))
+
+
+def as_root_lms(*args: str) -> subprocess.CompletedProcess:
+    """``rbtutor lms ...`` as root, who may read the tool keys (``sudo rbtutor lms ...`` on the hub)."""
+    env = {**os.environ, "RBTUTOR_LMS_KEYS": str(hubctl.LTI_KEYS)}
+    env.pop("RBTUTOR_GRADEBOOK", None)
+    if hubctl.gradebook_url():
+        env["RBTUTOR_GRADEBOOK"] = hubctl.gradebook_url()
+    return subprocess.run([sys.executable, "-m", "rbtutor", "lms", "--root", str(COURSE), *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def gradebook_url() -> str:
+    return hubctl.gradebook_url() or f"sqlite:///{COURSE / 'gradebook.db'}"
+
+
+def test_grades_roster_and_placing_through_the_lms(lti_hub, browser):
+    platform, subs = lti_hub, (STUDENT1, STUDENT2)
+    points = assignment_points()
+    place_the_assignment(browser, platform, points)
+    line_item = next(i["id"] for i in platform.store()["line_items"].values() if i.get("resourceId") == ASSIGNMENT)
+    for sub, sign_error in ((STUDENT1, False), (STUDENT2, True)):
+        launch_and_submit(browser, platform, sub, sign_error)
+
+    # --- the instructor collects, grades and releases; the hub's LMS sender posts the grades
+    collected = as_instructor("python", "-m", "rbtutor.course", "collect", ASSIGNMENT).stdout
+    assert "collected problem03 from 2 student(s)" in collected, collected
+    as_instructor("python", "-m", "rbtutor.course", "grade")
+    expected = final_scores()
+    released = as_instructor("python", "-m", "rbtutor.course", "return-feedback")
+    started = time.monotonic()
+    assert "the hub's LMS sender posts them" in released.stdout, released.stdout + released.stderr
+    scores = wait_for_scores(platform, line_item, all_with("PendingManual", subs), "both scores, PendingManual")
+    first_delay = time.monotonic() - started
+    for sub in subs:
+        assert scores[sub]["scoreGiven"] == pytest.approx(expected[LMS_ACCOUNTS[sub]]), (sub, scores, expected)
+        assert (scores[sub]["scoreMaximum"], scores[sub]["activityProgress"]) == (points, "Submitted"), scores
+    assert scores[STUDENT1]["scoreGiven"] > scores[STUDENT2]["scoreGiven"], scores  # the sign error cost points
+
+    # --- the written parts graded, released again while the platform is down: pending, then sent
+    given = grade_written_parts(0.5)
+    platform.fault("503", count=100_000, path="/ags/")
+    as_instructor("python", "-m", "rbtutor.course", "return-feedback")
+    deadline = time.monotonic() + 180
+    while True:
+        status = as_instructor("python", "-m", "rbtutor", "lms", "status").stdout
+        row = re.search(rf"^{ASSIGNMENT}\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", status, re.M)
+        if row and int(row.group(2)) == 2 and "503" in status:
+            break
+        assert time.monotonic() < deadline, f"no pending grades after the outage:\n{status}\n{hub_log_tail()}"
+        time.sleep(1)
+    (SHOTS / "lms-status-during-outage.txt").write_text(status)
+    assert "rbtutor lms sync` sends what is pending" in status, status
+    assert all(s["gradingProgress"] == "PendingManual" for s in platform_scores(platform, line_item).values())
+    platform.clear_faults()
+    synced = as_root_lms("sync")
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    scores = wait_for_scores(platform, line_item, all_with("FullyGraded", subs), "both scores, FullyGraded")
+    for sub in subs:
+        assert scores[sub]["scoreGiven"] == pytest.approx(expected[LMS_ACCOUNTS[sub]] + given), (sub, scores)
+        assert scores[sub]["activityProgress"] == "Completed", scores
+    status = as_instructor("python", "-m", "rbtutor", "lms", "status").stdout
+    assert re.search(rf"^{ASSIGNMENT}\s+2\s+0\s+0\s+0$", status, re.M), status
+    (SHOTS / "release-to-platform.txt").write_text(
+        f"release (return-feedback done) to both scores in the platform's store: {first_delay:.1f} s "
+        f"(the hub's LMS sender looks every {hubctl.LMS_SEND_EVERY} s)\n")
+
+    # --- the roster: a new member and a removed one on the platform
+    platform.add_member("stu-8e21", "Emmy Noether", "emmy.noether@uni.example", "enoether")
+    platform.remove_member(STUDENT2)
+    listed = as_root_lms("roster")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "1 marked inactive (jlagrange)" in listed.stdout, listed.stdout
+    check_roster(platform)
+
+
+def check_roster(platform) -> None:
+    """The gradebook's LMS users and students against the platform's members: each member known and active,
+    the removed student inactive but still a student of the gradebook (their work is kept)."""
+    from nbgrader.api import Gradebook  # deferred: 3.1 s to import (python -X importtime); only this check needs it
+
+    from rbtutor.lms.store import connect  # deferred: beside the one above, for the same check
+
+    members = {m["user_id"]: m for m in platform.members()}
+    users = {user.sub: user for user in connect(gradebook_url()).users()}
+    for sub, member in members.items():
+        assert sub in users, (sub, sorted(users))
+        assert (users[sub].email, users[sub].name) == (member["email"], member["name"]), (users[sub], member)
+        assert users[sub].status == "active", users[sub]
+    assert users[STUDENT2].status == "inactive", users[STUDENT2]
+    with Gradebook(gradebook_url()) as gradebook:
+        students = {student.id for student in gradebook.students}
+    learners = {users[sub].account for sub, m in members.items() if any(r.endswith("#Learner") for r in m["roles"])}
+    assert learners == {"skovalevskaya", "enoether"}, learners
+    assert learners | {"jlagrange"} <= students, students

@@ -23,8 +23,10 @@ import csv
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..command_line import BriefParser
 from ..grading.report import csv_cell, terminal_text
@@ -69,7 +71,11 @@ def keys_folder(layout: CourseLayout) -> Path:
     the course hub's folder when there is one, else ``secrets/lti`` in the course folder."""
     if os.environ.get("RBTUTOR_LMS_KEYS"):
         return Path(os.environ["RBTUTOR_LMS_KEYS"])
-    return HUB_KEYS if HUB_KEYS.is_dir() else layout.root / "secrets" / "lti"
+    try:
+        on_hub = HUB_KEYS.is_dir()
+    except PermissionError:  # the hub's folder, which only root may look into: the instructor's case on the hub
+        on_hub = True
+    return HUB_KEYS if on_hub else layout.root / "secrets" / "lti"
 
 
 def connection(layout: CourseLayout) -> Connection | None:
@@ -274,24 +280,38 @@ def main(argv=None, out=None, err=None) -> int:
 
 def keep_sending(layout: CourseLayout, every: float, out, err, rounds: int | None = None) -> int:
     """``sync --every SECONDS``: send what is pending, then wait, for ever (or ``rounds`` times); the
-    service account that holds the tool keys runs it (the hub starts it as a service). A round with
-    nothing pending prints nothing (the failed wait for an instructor's ``sync``); an outage is
-    reported and tried again next round."""
+    service account that holds the tool keys runs it (the hub starts it as a service, every few seconds).
+    A round asks the outbox one question (:func:`rbtutor.lms.outbox.due_count`) and prints nothing
+    when nothing is due (the failed wait for an instructor's ``sync``); a round that fails (an outage,
+    a locked gradebook) says why and the next round tries again. A SQLite gradebook that does not
+    exist yet is waited for, never made here (it would be made the service account's)."""
     if not every > 0:
         raise LmsUnavailable(f"expected --every to be a positive number of seconds, got {every:g}")
-    done = 0
+    link, done = None, 0
     while rounds is None or done < rounds:
-        link = _require(layout)  # read again each round: the first launch brings the service URLs
-        due = [e for e in outbox.outbox_status(link.store.engine) if e.counts["pending"]]
-        if due and link.platform.lineitems_url:
-            try:
-                _report(send(link, None, out, err), time.monotonic(), out, err)
-            except ServiceError as exc:
-                print(f"{PROG}: {terminal_text(exc)}", file=err, flush=True)
+        try:
+            link = _send_round(layout, link, out, err)
+        except (ServiceError, LmsUnavailable, KeyStoreError, SettingsError, OSError, SQLAlchemyError) as exc:
+            print(f"{PROG}: {terminal_text(exc)}", file=err, flush=True)
         done += 1
         if rounds is None or done < rounds:
             time.sleep(every)
     return 0
+
+
+def _send_round(layout: CourseLayout, link: Connection | None, out, err) -> Connection | None:
+    """One round of :func:`keep_sending`; the connection, kept for the next round."""
+    if not os.environ.get("RBTUTOR_GRADEBOOK") and not layout.gradebook_file.exists():
+        return link
+    link = link or _require(layout)
+    if not outbox.due_count(link.store.engine):
+        return link
+    lineitems, memberships = outbox.recall_services(link.store.engine, link.issuer)  # a newer launch's
+    link.platform = replace(link.platform, lineitems_url=lineitems, memberships_url=memberships)
+    if link.platform.lineitems_url:
+        started = time.monotonic()
+        _report(send(link, None, out, err), started, out, err)
+    return link
 
 
 def _check_sync(link: Connection, assignments) -> None:

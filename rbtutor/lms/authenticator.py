@@ -12,6 +12,12 @@ gradebook (:mod:`rbtutor.lms.store`), all before any account exists. Then:
   name that the LMS did not make refuses the launch;
 * the user is put in the course's instructors' or students' group (Formgrader or not), and taken
   out of the other;
+* the launch's service URLs (the line items and the memberships of the course's context) are kept
+  in the gradebook (:func:`rbtutor.lms.outbox.remember_services`), so the outbox and the roster
+  know where the LMS's grade and roster services are;
+* an instructor's deep-linking launch (``LtiDeepLinkingRequest``) goes to the picker of released
+  assignments (:mod:`rbtutor.lms.deep_link`, served at ``/hub/lti13/deep_link``); the same request
+  from anyone else is refused before any account is made;
 * the browser goes where the link points: a student into the assignment's first notebook in
   JupyterLab, fetched for them first when they have no copy yet (:attr:`~CourseLTIAuthenticator.fetch_argv`
   run as the student, with a short-lived token of theirs that may reach the personalising
@@ -39,12 +45,15 @@ from traitlets import Callable, Dict, Integer, List, Unicode
 from traitlets import Set as SetTrait
 
 from .accounts import ACCOUNT_CLAIMS, AccountRefused
+from .deep_link import DeepLinkError, DeepLinkHandler, DeepLinkRequest, picker_url
 from .keys import ToolKeys
 from .launch import Launch, LaunchRefused, LaunchRules, admit, jwks_client, read_launch
+from .outbox import remember_services
 from .store import connect
 
 #: the title of the page a refused launch gets (its text is the one-line reason)
 REFUSED = "LTI log-in refused"
+DEEP_LINKING = "LtiDeepLinkingRequest"
 
 
 def account_exists(name: str) -> bool:
@@ -84,13 +93,17 @@ class CourseCallbackHandler(LTI13CallbackHandler):
     async def post(self):
         try:
             launch = await self.checked_launch()
+            placing = deep_link_request(launch)
             user = await self.login_user(launch)
-        except LaunchRefused as refusal:
+        except (LaunchRefused, DeepLinkError) as refusal:
             self.log.warning("LTI launch refused: %s", refusal)
             raise HTTPError(403, str(refusal), reason=REFUSED) from None
         if user is None:
             raise HTTPError(403, "the hub did not accept the user", reason=REFUSED)
         self.authenticator.set_course_group(user, launch.role)
+        if placing is not None:
+            self.redirect(picker_url(self.hub.base_url, placing, user.name))
+            return
         self.redirect(await self.authenticator.landing_url(user, launch, self.hub.base_url))
 
     async def checked_launch(self) -> Launch:
@@ -111,6 +124,14 @@ class CourseCallbackHandler(LTI13CallbackHandler):
                                keys=authenticator.platform_keys(), store=authenticator.store())
 
         return await asyncio.to_thread(check)
+
+
+def deep_link_request(launch: Launch) -> DeepLinkRequest | None:
+    """The deep-linking request a launch carries (None for a resource link); :class:`DeepLinkError` when
+    the tool cannot answer it, a learner's among them, so that such a launch makes no account."""
+    if launch.message_type != DEEP_LINKING:
+        return None
+    return DeepLinkRequest.from_claims(launch.claims)
 
 
 class JWKSHandler(BaseHandler):
@@ -144,6 +165,10 @@ class CourseLTIAuthenticator(LTI13Authenticator):
     fetch_scopes = List(Unicode(), config=True,
                         help="Scopes of the student's token the fetch command gets ('{user}' is replaced).")
     fetch_timeout = Integer(180, config=True, help="Seconds the fetch at launch may take.")
+    course_folder = Unicode(config=True, help="The course folder (course.toml, nbgrader_config.py); the deep-"
+                                              "linking picker lists its released assignments.")
+    released_folder = Unicode(config=True, help="The exchange's outbound folder of the course (what `rbtutor "
+                                                "release` put there); empty: nbgrader's own listing.")
 
     _store = None
     _keys = None
@@ -165,7 +190,8 @@ class CourseLTIAuthenticator(LTI13Authenticator):
         return self._keys
 
     def get_handlers(self, app):
-        return [*super().get_handlers(app), (url_path_join("lti13", "jwks"), JWKSHandler)]
+        return [*super().get_handlers(app), (url_path_join("lti13", "jwks"), JWKSHandler),
+                (url_path_join("lti13", "deep_link"), DeepLinkHandler)]
 
     def claim_account(self, account: str, new: bool) -> None:
         """Make the Unix account of a new LMS user; refuse a local account the LMS did not make."""
@@ -182,8 +208,20 @@ class CourseLTIAuthenticator(LTI13Authenticator):
         if not isinstance(data, Launch):
             return None
         user = await asyncio.to_thread(lambda: admit(data, self.store(), self.claim_account))
+        await asyncio.to_thread(self.keep_services, data)
         return {"name": user.account, "auth_state": {"lms_issuer": user.issuer, "lms_sub": user.sub,
                                                      "role": data.role, "assignment": data.assignment}}
+
+    def keep_services(self, launch: Launch) -> None:
+        """Keep the launch's AGS and NRPS URLs (:func:`rbtutor.lms.outbox.remember_services`); a URL the
+        course does not accept is logged and not kept, and the log-in goes on."""
+        try:
+            kept = remember_services(self.store().engine, launch.claims)
+        except ValueError as error:
+            self.log.warning("LTI launch of %s: the platform's service URLs were not kept: %s", launch.account, error)
+            return
+        if not kept:
+            self.log.info("LTI launch of %s: no service URLs kept (none offered, or another context)", launch.account)
 
     def set_course_group(self, user, role: str) -> None:
         """Put the user in the course group of ``role`` and out of the other; other groups stay."""

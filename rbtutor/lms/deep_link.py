@@ -7,8 +7,9 @@ with an ``LtiDeepLinkingRequest`` (an id_token the launch has already verified,
 1. reads the request's deep-linking settings (:class:`DeepLinkRequest.from_claims`: where to return,
    what it accepts, the opaque ``data`` to give back) and refuses a request that accepts no
    ``ltiResourceLink`` or comes from a learner;
-2. shows the released assignments (:func:`released_assignments`: those in nbgrader's exchange,
-   which ``rbtutor release`` puts there, with their points from the gradebook), one button each
+2. shows the released assignments (:func:`released_assignments`, in the hub :func:`released_in`:
+   those in nbgrader's exchange, which ``rbtutor release`` puts there, with their points from the
+   gradebook), one button each
    (:func:`picker_page`); the pick comes back with a one-use ticket bound to the verified request
    (:class:`PendingPicks`), never with the request's fields, which the page cannot be trusted to keep;
 3. on the pick, signs an ``LtiDeepLinkingResponse`` with the course's current key
@@ -29,6 +30,8 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from jupyterhub.handlers import BaseHandler
 from tornado import web
@@ -216,23 +219,48 @@ def picker_url(hub_base: str, request: DeepLinkRequest, account: str) -> str:
     return f"{hub_base.rstrip('/')}/lti13/deep_link?ticket={PICKS.put(request, account)}"
 
 
+def released_in(outbound: Path, db_url: str) -> list[Choice]:
+    """As :func:`released_assignments`, from the exchange's outbound folder and the gradebook at ``db_url``
+    (the hub's way: no nbgrader configuration is loaded into the hub's process)."""
+    # deferred: nbgrader takes 3.1 s to import (python -X importtime 2026-12-06); only a pick needs it
+    from nbgrader.api import Gradebook
+
+    released = {entry.name for entry in outbound.iterdir() if entry.is_dir()} if outbound.is_dir() else set()
+    with Gradebook(db_url) as gradebook:
+        known = {a.name: float(a.max_score) for a in gradebook.assignments}
+    return [Choice(name, name, known[name]) for name in sorted(released) if name in known and known[name] > 0]
+
+
+def framed_by(return_url: str) -> str:
+    """The page's Content-Security-Policy: it may be shown in a frame of the LMS that asked (the origin of
+    the request's return URL: Canvas opens its "add a tool" dialogs in a frame), and of the hub."""
+    parts = urlsplit(return_url)
+    lms = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
+    return f"frame-ancestors 'self' {lms}".rstrip()
+
+
 class DeepLinkHandler(BaseHandler):
     """``/hub/lti13/deep_link``: the picker (GET) and the signed answer posted back to the LMS (POST).
 
-    Wiring, in :mod:`rbtutor.lms.authenticator`: ``get_handlers`` adds
-    ``(url_path_join("lti13", "deep_link"), DeepLinkHandler)``, and the callback sends a deep-linking
-    launch here instead of the landing page:
-    ``self.redirect(picker_url(self.hub.base_url, DeepLinkRequest.from_claims(launch.claims), user.name))``.
-    The course is the authenticator's ``course_folder`` if it has one, else ``RBTUTOR_COURSE``.
+    Wired in by :mod:`rbtutor.lms.authenticator` (its ``get_handlers``; its callback sends an
+    instructor's deep-linking launch here with :func:`picker_url`). The released assignments are
+    those in the authenticator's ``released_folder`` with their points from its ``gradebook_url``;
+    without a ``released_folder``, nbgrader's listing of the course in ``course_folder`` (else
+    ``RBTUTOR_COURSE``). Both pages may be framed by the LMS that asked (:func:`framed_by`); every
+    other hub page keeps JupyterHub's ``frame-ancestors 'none'``.
     """
 
     def choices(self) -> list[Choice]:
+        authenticator = self.authenticator
+        if getattr(authenticator, "released_folder", ""):
+            authenticator.store()  # a SQLite gradebook the hub makes is given to the instructor first
+            return released_in(Path(authenticator.released_folder), authenticator.gradebook_url)
         from ..course.layout import CourseLayout  # deferred: 1 ms, beside the next one
 
         # deferred: nbgrader takes 3.1 s to import (python -X importtime 2026-12-06); only a pick needs it
         from ..course.nbgrader import api
 
-        folder = getattr(self.authenticator, "course_folder", "") or os.environ.get("RBTUTOR_COURSE", "")
+        folder = getattr(authenticator, "course_folder", "") or os.environ.get("RBTUTOR_COURSE", "")
         if not folder:
             raise web.HTTPError(500, "the hub knows no course folder (RBTUTOR_COURSE)")
         return released_assignments(api(CourseLayout(folder)))
@@ -240,9 +268,10 @@ class DeepLinkHandler(BaseHandler):
     @web.authenticated
     def get(self):
         try:
-            PICKS.peek(self.get_argument("ticket", ""), self.current_user.name)
+            request = PICKS.peek(self.get_argument("ticket", ""), self.current_user.name)
         except DeepLinkError as exc:
             raise web.HTTPError(403, str(exc), reason="Deep linking refused") from None
+        self.set_header("Content-Security-Policy", framed_by(request.return_url))
         page = picker_page(self.choices(), self.request.path, self.get_argument("ticket"), self.xsrf_token.decode())
         self.finish(page)
 
@@ -254,4 +283,7 @@ class DeepLinkHandler(BaseHandler):
             token = response_token(ToolKeys(self.authenticator.keys_folder), request, [choice])
         except DeepLinkError as exc:
             raise web.HTTPError(403, str(exc), reason="Deep linking refused") from None
+        self.set_header("Content-Security-Policy", framed_by(request.return_url))
+        self.log.info("deep linking: %s placed %s (%g points) in the LMS", self.current_user.name, choice.assignment,
+                      choice.points)
         self.finish(return_page(request.return_url, token))

@@ -48,6 +48,7 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     delete,
+    func,
     or_,
     select,
     update,
@@ -445,6 +446,15 @@ def _release_claims(engine, ids: list[int]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- status
+
+def due_count(engine, now: dt.datetime | None = None) -> int:
+    """How many rows wait to be sent: pending, or claimed by a sender that died (one cheap query, for the
+    hub's sender to ask often); the failed wait for an instructor's ``sync``."""
+    stale = now_text((now or dt.datetime.now(dt.UTC)) - STALE_CLAIM)
+    due = or_(OUTBOX.c.state == PENDING, and_(OUTBOX.c.state == SENDING, OUTBOX.c.claimed_at < stale))
+    with engine.connect() as db:
+        return db.execute(select(func.count()).select_from(OUTBOX).where(due)).scalar_one()
+
 
 @dataclass(frozen=True)
 class AssignmentStatus:

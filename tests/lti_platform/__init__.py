@@ -34,7 +34,7 @@ signed JWT assertion; only known scopes are granted); AGS under :attr:`Platform.
 resource link, with its line item, to the course). Test routes: :meth:`Platform.store` (scores,
 every score posted, line items, deep-linked items, service requests), :meth:`Platform.fault`
 (503, 429, malformed JSON, a 64 MiB body, a redirect to another host), :meth:`Platform.add_member`,
-:meth:`Platform.add_resource_link`.
+:meth:`Platform.remove_member`, :meth:`Platform.add_resource_link`.
 """
 
 from __future__ import annotations

@@ -534,6 +534,12 @@ def add_test_routes(app: FastAPI, store: Store) -> None:
         store.members = [m for m in store.members if m["user_id"] != record["user_id"]] + [record]
         return record
 
+    @app.delete("/test/members/{user_id}")
+    def remove_member(user_id: str):
+        store.member(user_id)
+        store.members = [m for m in store.members if m["user_id"] != user_id]
+        return {"ok": True}
+
     @app.post("/test/resource_links")
     async def add_resource_link(request: WebRequest):
         body = await request.json()

@@ -76,6 +76,10 @@ class Platform:
                 "status": status}
         return self.http.post("/test/members", json=body).raise_for_status().json()
 
+    def remove_member(self, user_id: str) -> None:
+        """Take a member out of the course (the LMS no longer lists them)."""
+        self.http.delete(f"/test/members/{user_id}").raise_for_status()
+
     def add_resource_link(self, link_id: str, title: str, *, target_link_uri: str | None = None,
                           custom: dict | None = None, line_item: dict | None = None) -> None:
         """A link in the course (``custom`` goes into the launch's custom claim), with a line item if given."""
