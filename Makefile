@@ -112,7 +112,7 @@ book: $(STAMP) $(MOTION3D) $(SLIDES)
 # The tests run in TEST_WORKERS processes (pytest-xdist); tests/conftest.py says how they are shared out.
 TEST_WORKERS ?= auto
 test: $(STAMP) $(AXE) $(PROXY) $(MOTION3D) $(SLIDES)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	$(PY) -m pytest -n $(TEST_WORKERS) --durations=20
 
 # Every benchmark runs, even after one misses a target; then the status is 1 if any did.
 # BENCH_CLASS=30,300[,3000]: the grading benchmark's class sizes (default 30; larger ones are slow).

@@ -1,11 +1,11 @@
 """Shared fixtures: the offline book build and a headless Chromium driven over CDP; how tests are
 shared out between pytest-xdist's workers.
 
-Workers (``make test`` runs ``pytest -n``, ``--dist loadgroup``): a test file goes whole to one worker,
-so its module fixtures are made once, unless the file marks its tests
-``@pytest.mark.xdist_group("machine")``: those use state of the whole machine (Unix accounts and
-groups, the course hub and its ports, hub/hubctl.py's folders) and all run on one worker, one after
-another; they are scheduled first, and the files that read the built book last. The book is
+Workers (``make test`` runs ``pytest -n``): a test file goes whole to one worker, so its module
+fixtures are made once; the files that mark tests ``@pytest.mark.xdist_group("machine")`` use state
+of the whole machine (Unix accounts and groups, the course hub and its ports, hub/hubctl.py's
+folders) and all go to one worker, to run one after another (:func:`pytest_xdist_make_scheduler`).
+The machine's files are scheduled first, and the files that read the built book last; the book is
 built once a run, in the background from the start (:func:`pytest_collection_modifyitems`).
 """
 
@@ -101,10 +101,28 @@ BUILD_LOCK = HTML_DIR.parent / ".build.lock"  # held by whoever builds the book 
 BUILD_STAMP = HTML_DIR.parent / ".build-outcome"  # the run that built it, then "ok" or why not
 
 
-def pytest_itemcollected(item):
-    """A test without an xdist group goes with the rest of its file (see the module's docstring)."""
-    if item.get_closest_marker("xdist_group") is None:
-        item.add_marker(pytest.mark.xdist_group(item.path.stem))
+#: test files with a test marked xdist_group("machine"), found by reading them (xdist's own
+#: loadgroup cannot group on pytest 9: it renames items through an attribute pytest 9 no longer reads)
+MACHINE_FILES = frozenset(path.name for path in (ROOT / "tests").glob("test_*.py")
+                          if 'xdist_group("machine")' in path.read_text(encoding="utf-8"))
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: "machine" for the machine's files, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return "machine" if Path(path).name in MACHINE_FILES else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Whole files to workers, the machine's files all to one, in the order of collection."""
+    from xdist.scheduler import LoadScopeScheduling  # deferred: only under pytest-xdist (-n)
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems gives
+    return ByFile(config, log)
 
 
 @pytest.hookimpl(trylast=True)  # after -k/-m have deselected
@@ -115,8 +133,7 @@ def pytest_collection_modifyitems(config, items):
     book_files = {item.path for item in items if "built_book" in getattr(item, "fixturenames", ())}
 
     def rank(item) -> int:
-        groups = {mark.args[0] for mark in item.iter_markers("xdist_group") if mark.args}
-        return 0 if "machine" in groups else 2 if item.path in book_files else 1
+        return 0 if scope_of(item.nodeid) == "machine" else 2 if item.path in book_files else 1
 
     items.sort(key=rank)
     if book_files and not os.environ.get(BOOK_HTML_ENV) and not config.option.collectonly:
