@@ -47,7 +47,7 @@ def test_plan_spreads_submissions_over_students_with_one_slow_and_some_wrong():
 def test_class_notebooks_differ_in_numbers_and_text(tmp_path):
     from grading_class import make_class
 
-    subs = make_class(tmp_path / "course", 12)  # s0000 has all eleven, s0001 problem01
+    subs = make_class(tmp_path / "course", 13)  # s0000 has all twelve, s0001 problem01
     first, second = (nbformat.read(tmp_path / "course" / "submitted" / s / "problem01" / "problem01.ipynb", 4)
                      for s in ("s0000", "s0001"))
     data = [next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "problem_data")
