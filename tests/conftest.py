@@ -4,7 +4,7 @@ shared out between pytest-xdist's workers.
 Workers (``make test`` runs ``pytest -n``): a test file goes whole to one worker, so its module
 fixtures are made once; the files that mark tests ``@pytest.mark.xdist_group("machine")`` use state
 of the whole machine (Unix accounts and groups, the course hub and its ports, hub/hubctl.py's
-folders) and all go to one worker, to run one after another (:func:`pytest_xdist_make_scheduler`).
+folders) and all go to one worker, to run one after another (:class:`XdistScheduling`).
 The machine's files are scheduled first, and the files that read the built book last; the book is
 built once a run, in the background from the start (:func:`pytest_collection_modifyitems`).
 """
@@ -113,16 +113,25 @@ def scope_of(nodeid: str) -> str:
     return "machine" if Path(path).name in MACHINE_FILES else path
 
 
-def pytest_xdist_make_scheduler(config, log):
-    """Whole files to workers, the machine's files all to one, in the order of collection."""
-    from xdist.scheduler import LoadScopeScheduling  # deferred: only under pytest-xdist (-n)
+class XdistScheduling:
+    """The scheduler for pytest-xdist's workers; registered only when xdist is (``-p no:xdist`` works)."""
 
-    class ByFile(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return scope_of(nodeid)
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        """Whole files to workers, the machine's files all to one, in the order of collection."""
+        from xdist.scheduler import LoadScopeScheduling  # deferred: only under pytest-xdist (-n)
 
-    config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems gives
-    return ByFile(config, log)
+        class ByFile(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return scope_of(nodeid)
+
+        config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems gives
+        return ByFile(config, log)
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistScheduling(), "rbtutor-xdist-scheduling")
 
 
 @pytest.hookimpl(trylast=True)  # after -k/-m have deselected
