@@ -115,7 +115,8 @@ test: $(STAMP) $(AXE) $(PROXY) $(MOTION3D) $(SLIDES)
 	$(PY) -m pytest -n $(TEST_WORKERS) --durations=20
 
 # Every benchmark runs, even after one misses a target; then the status is 1 if any did.
-# BENCH_CLASS=30,300[,3000]: the grading benchmark's class sizes (default 30; larger ones are slow).
+# BENCH_CLASS=30,300[,273xall]: the grading benchmark's classes: N students handing in problem03 and
+# problem10, or Nxall: N students handing in every assignment (default 30; larger ones are slow).
 # BENCH_CLUSTER_UP_TO=N: the Dask cluster grades the growth classes up to N notebooks (default 300).
 bench: $(STAMP)
 	@shopt -s nullglob; scripts=(benchmarks/bench_*.py); \

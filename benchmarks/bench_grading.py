@@ -1,54 +1,60 @@
-"""Grading speed, in one run, on one generated class graded by every contender: stock nbgrader
-(serially by assignment, and per student in as many processes as `make grade` uses), `make grade`,
-the floor, and `grade --scheduler` on a local Dask cluster of 1, 2 and 3 workers; then how
-`make grade`'s cost grows with the class, and where one notebook's time goes.
+"""Grading speed, measured fairly on one real class: stock nbgrader (serially by assignment, and
+per student in as many processes as `make grade` uses), `make grade`, execution alone and the
+floor, each measured several times in turn in one run; then how `make grade`'s cost grows with
+the class, and where one notebook's time goes.
 
-The same work on both sides: the class (:mod:`grading_class`: every student's own numbers and
-text, wrong answers, written parts, one slow notebook) is copied for each run; stock nbgrader's
-kernel (``python3``, no sandbox, a minimal ``nbgrader_config.py``) gets the course's grading switch
+The class (:mod:`grading_class`) is shaped as a real one: every student hands in the same
+assignments (problem03 and problem10 for a class ``N``), each with their own numbers and text;
+one notebook in four has a wrong answer, the written parts are answered in words, one notebook is
+slow. The same work on both sides: the class is copied for each run; stock nbgrader's kernel
+(``python3``, no sandbox, a minimal ``nbgrader_config.py``) gets the course's grading switch
 ``RBTUTOR_AUTOGRADING=1`` (no plots) and the grading kernel's thread settings (one BLAS/OpenMP
-thread), and both sides write feedback. CPU time and peak memory are those of a cgroup made for
-each run (:mod:`run_cgroup`; the output says where none could be made); the peak memory is shown
-twice: the run's processes' own (sampled) and the group's, which adds the page cache of the files
-the run writes.
+thread), and both sides write feedback. Both run as commands of their own (``nbgrader ...``,
+``rbtutor grade``), with no machine-wide Jupyter configuration, so each pays its own start-up.
+CPU time and peak memory are those of a cgroup made for each run (:mod:`run_cgroup`; the output
+says where none could be made); the peak memory is shown twice: the run's processes' own
+(sampled) and the group's, which adds the page cache of the files the run writes.
 
-Contenders, per notebook (wall and CPU):
+Contenders, per notebook (CPU and wall):
 
 * stock nbgrader, serial: ``nbgrader autograde A`` and ``nbgrader generate_feedback A``, one
   assignment after another (nbgrader's own way);
 * stock nbgrader, N processes: ``nbgrader autograde A --student S`` and ``generate_feedback`` for
   each submission, N at once (as GNU parallel would), N being `make grade`'s worker count;
-* make grade: ``rbtutor.course.grade`` with its default workers;
-* floor: the same worker pool running one empty notebook per submission in the confined kernel;
-* execution only: the same pool and kernel running each handed-in notebook as it is, and nothing
-  else (what the students' own code costs; no grader can do less and still run it);
-* cluster, 1/2/3 workers: ``grade --scheduler`` through a local ``dask scheduler`` and workers
-  (the CPU of starting and stopping them, measured by an idle run right after, left out).
+* make grade: ``rbtutor grade`` with its default workers, a process of its own;
+* execution only: `make grade`'s worker pool and confined kernel running each handed-in notebook
+  as it is, and nothing else (what the students' own code costs; no grader can do less and still
+  run it);
+* floor: the same pool running one empty notebook per submission.
 
-Targets on the course machine (2 cores), issue 23: CPU per notebook at most a sixth of stock
-nbgrader's (the stock run of the lower CPU); wall at least 6 times faster than the faster stock
-run; within 1.3 times the floor. A missed target makes the script exit with status 1 (after
-printing everything). Below the targets the script prints how far execution alone is from the
-floor, and make grade from execution alone (the grader's own cost): when execution alone is
-already over 1.3 times the floor, no grader that runs the notebooks can meet that target.
+The first class is measured by every contender ``BENCH_REPEAT`` times (default 3) in turn (:mod:`alternating`:
+A B C A B C, not A A B B), and the report gives each one's median, lowest and highest, with the
+load average each measurement started at. Targets (issue 38), on medians: `make grade`'s CPU at
+most 1.2 times execution alone's, for every class measured; against stock nbgrader on the first
+class, CPU per notebook at most a third of the stock run of the lower CPU, and wall time at least
+6 times faster than the faster stock run. A missed target makes the script exit with status 1
+(after printing everything).
 
-Class sizes: ``BENCH_CLASS`` (default ``30``, about 10 minutes on 2 cores; ``make bench
-BENCH_CLASS=30,300`` or ``30,300,3000`` for the growth): every contender grades a class of the first
-size; `make grade` grades the others, and so does the cluster with 1, 2 and 3 workers up to
-``BENCH_CLUSTER_UP_TO`` notebooks (default 300), for the growth table and the plot
-(``_build/bench/grading-growth.png``, not in git). The projection to 100 000 notebooks is made
-from the largest class the cluster graded.
+Classes: ``BENCH_CLASS`` (default ``30``; ``make bench BENCH_CLASS=30,300`` or ``30,300,273xall``
+for the growth), each entry ``N`` (N students handing in problem03 and problem10) or ``Nxall``
+(N students handing in every assignment: ``273xall`` is 3 003 notebooks). Every contender grades
+the first class; for the others, `make grade` and execution only are measured in turn. The Dask
+cluster (``grade --scheduler``, 1, 2 and 3 workers) grades, once, each class of at most
+``BENCH_CLUSTER_UP_TO`` notebooks (default 300), for the growth table, the plot
+(``_build/bench/grading-growth.png``, not in git) and the projection to 100 000 notebooks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import io
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -62,13 +68,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grading_class import Submission, make_class
+from alternating import in_turn, load_average, repeat_count, spread
+from grading_class import ClassShape, Submission, make_class, parse_shape
 from run_cgroup import RunGroup
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 OUTPUT = ROOT / "_build" / "bench"
-CPU_SHARE_TARGET, STOCK_TARGET, FLOOR_TARGET = 1 / 6, 6.0, 1.3
+CPU_SHARE_TARGET, STOCK_TARGET, OWN_COST_TARGET = 1 / 3, 6.0, 1.2
 CLUSTER_WORKERS = (1, 2, 3)
 PROJECTED = 100_000
 STOCK_CONFIG = """c = get_config()
@@ -78,7 +85,9 @@ c.CourseDirectory.source_directory = "exercises"
 # what the grading kernel gets (rbtutor.grading.sandbox), given to stock nbgrader's kernel too
 SAME_KERNEL_ENV = {"RBTUTOR_AUTOGRADING": "1", "MPLBACKEND": "Agg", "OPENBLAS_NUM_THREADS": "1",
                    "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-PROGRESS = re.compile(r"^\[\d+/\d+\] (\S+) (\S+): (\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) autograded.* \((\d+\.\d) s\)$")
+# a progress line of rbtutor grade: [3/60] s0001 problem03: 11/13 autograded (0.4 s; about 1 min left)
+PROGRESS = re.compile(r"^\[\d+/\d+\] (\S+) (\S+): (\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) autograded.* "
+                      r"\((\d+\.\d) s(?:; [^)]*)?\)$")
 
 
 @dataclass
@@ -90,6 +99,7 @@ class Run:
     count: int
     source: str = ""
     peak_processes: int | None = None  # the run's processes' own memory at most (sampled), bytes
+    load: float = 0.0  # the machine's one-minute load average when the run started
 
     @property
     def wall_per(self) -> float:
@@ -108,11 +118,11 @@ def measured(label: str, count: int, work, *args) -> Run:
 
     multiprocessing's fork server (where the workers come from while a second thread runs, such as
     a Dask client's) and resource tracker live as long as the process that started them: they are
-    stopped at the end of each run, so that each run starts and pays for its own, as a fresh
-    `make grade` does. `make grade`'s workers are otherwise forked from this process, once it has
-    imported the grading code: the first run (`make grade` on the first class) pays for that
-    import, 1.75 CPU s; the runs after it, the floor's included, find it done.
+    stopped at the end of each run, so that each run starts and pays for its own. The pools of
+    execution only and the floor are forked from this process, which imported the grading code
+    before the first measurement; `make grade` runs as a command of its own and pays for its import.
     """
+    load = load_average()
     with RunGroup(re.sub(r"\W+", "-", label)) as group:
         try:
             wall = work(*args)
@@ -120,9 +130,9 @@ def measured(label: str, count: int, work, *args) -> Run:
             stop_multiprocessing_helpers()
     LEFT_GROUPS.extend(group.left_groups)
     run = Run(label, wall, group.usage.cpu, group.usage.peak_memory, count, group.usage.source,
-              group.usage.peak_processes)
-    print(f"measured {datetime.now(UTC):%H:%M}: {label}: {run.wall_per:.2f} s, {run.cpu_per:.2f} CPU s a notebook",
-          flush=True)
+              group.usage.peak_processes, load)
+    print(f"measured {datetime.now(UTC):%H:%M:%S} (load {load:.2f}): {label}: {run.cpu_per:.2f} CPU s, "
+          f"{run.wall_per:.2f} s a notebook", flush=True)
     return run
 
 
@@ -138,10 +148,11 @@ def stop_multiprocessing_helpers() -> None:
 # --------------------------------------------------------------------------- stock nbgrader
 
 
-def stock_env() -> dict[str, str]:
-    """Stock nbgrader's environment: the kernel's switch and threads, and no machine-wide Jupyter
-    configuration (such as a hub's /etc/jupyter/nbgrader_config.py): only the course's own file."""
-    return {**os.environ, **SAME_KERNEL_ENV, "JUPYTER_NO_CONFIG": "1",
+def stock_env(same_kernel: bool = True) -> dict[str, str]:
+    """A command's environment: no machine-wide Jupyter configuration (such as a hub's
+    /etc/jupyter/nbgrader_config.py), only the course's own file; for stock nbgrader
+    (``same_kernel``), the grading kernel's switch and threads too."""
+    return {**os.environ, **(SAME_KERNEL_ENV if same_kernel else {}), "JUPYTER_NO_CONFIG": "1",
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
@@ -152,62 +163,58 @@ def nbgrader(where: Path, *args: str) -> None:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed in {where}:\n{result.stderr[-2000:]}")
 
 
-def stock_course(template: Path, where: Path) -> list[tuple[str, str]]:
-    """A copy of the class for stock nbgrader (its own config and gradebook); returns the submissions."""
+def stock_submissions(where: Path) -> list[tuple[str, str]]:
+    """(assignment, student) of every notebook handed in to the course at ``where``."""
+    return sorted((p.parent.name, p.parent.parent.name) for p in (where / "submitted").glob("*/*/*.ipynb"))
+
+
+def stock_course(template: Path, where: Path) -> None:
+    """A copy of the class for stock nbgrader (its own config and gradebook), made before a stock
+    run and outside its measurement, as `make grade`'s copy is made before its run."""
     from nbgrader.api import Gradebook
 
     shutil.copytree(template, where, ignore=shutil.ignore_patterns("nbgrader_config.py", "gradebook.db*"))
     (where / "nbgrader_config.py").write_text(STOCK_CONFIG)
-    assignments = sorted(p.name for p in (where / "exercises").glob("problem[0-9][0-9]"))
-    for name in assignments:  # the gradebook needs the assignments first (not timed)
+    subs = stock_submissions(where)
+    for name in sorted({a for a, _ in subs}):  # the gradebook needs the assignments first
         nbgrader(where, "generate_assignment", name, "--force")
-    subs = [(a, s.name) for a in assignments for s in sorted((where / "submitted").iterdir()) if (s / a).is_dir()]
     with Gradebook(f"sqlite:///{where / 'gradebook.db'}") as gradebook:  # no race to create a student
         for student in sorted({s for _, s in subs}):
             gradebook.update_or_create_student(student)
-    return subs
 
 
-def stock_serial(template: Path, where: Path) -> float:
-    subs = stock_course(template, where)
+def stock_serial(where: Path) -> float:
     start = time.perf_counter()
-    for name in sorted({a for a, _ in subs}):
+    for name in sorted({a for a, _ in stock_submissions(where)}):
         nbgrader(where, "autograde", name, "--force")
         nbgrader(where, "generate_feedback", name, "--force")
     return time.perf_counter() - start
 
 
-def stock_parallel(template: Path, where: Path, processes: int) -> float:
-    subs = stock_course(template, where)
-
+def stock_parallel(where: Path, processes: int) -> float:
     def one(sub: tuple[str, str]) -> None:
         nbgrader(where, "autograde", sub[0], "--student", sub[1], "--force")
         nbgrader(where, "generate_feedback", sub[0], "--student", sub[1], "--force")
 
     start = time.perf_counter()
     with ThreadPoolExecutor(processes) as pool:
-        list(pool.map(one, subs))
+        list(pool.map(one, stock_submissions(where)))
     return time.perf_counter() - start
 
 
 # --------------------------------------------------------------------------- make grade, floor
 
 
-def timed_grade(template: Path, where: Path, record: list) -> float:
-    """`make grade` on a copy of the class; its progress lines go to ``record``."""
-    from rbtutor.course import CourseLayout
-    from rbtutor.course.grade import grade
-
-    shutil.copytree(template, where)
-    out = io.StringIO()
+def timed_grade(where: Path, record: list) -> float:
+    """``rbtutor grade`` (what `make grade` runs) on the course at ``where``; its progress lines go to ``record``."""
     start = time.perf_counter()
-    with contextlib.redirect_stdout(out):
-        status = grade(CourseLayout(where))
+    result = subprocess.run([str(VENV_BIN / "rbtutor"), "--root", str(where), "grade"], cwd=where,
+                            env=stock_env(same_kernel=False), capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    if status != 0:
-        raise RuntimeError(f"make grade failed on the benchmark class:\n{out.getvalue()[-3000:]}")
+    if result.returncode != 0:
+        raise RuntimeError(f"make grade failed on the benchmark class:\n{(result.stdout + result.stderr)[-3000:]}")
     record += [(m[1], m[2], float(m[3]), float(m[4]), float(m[5]))
-               for m in map(PROGRESS.match, out.getvalue().splitlines()) if m]
+               for m in map(PROGRESS.match, result.stdout.splitlines()) if m]
     return seconds
 
 
@@ -466,29 +473,29 @@ def _stage_clock() -> StageClock:
     from nbgrader.apps import NbGraderAPI
     from nbgrader.converters.autograde import Autograde
 
-    import rbtutor.course.grade as course_grade
-    import rbtutor.course.hand_grades as hand_grades
+    from rbtutor.course.grade import run as grade_run
+    from rbtutor.course.grade import submission as grade_submission
     from rbtutor.grading.execute import BoundedExecute
     from rbtutor.grading.sandbox import zygote_client  # zygote_starting looks the names up there
 
     clock = StageClock()
     for owner, attr, label in (
-            (course_grade, "start_run", "run: gradebook backup, students listed"),
+            (grade_run, "start_run", "run: gradebook backup, students listed"),
             (zygote_client, "_await_zygote", "run: zygote awaited (started with the run)"),
-            (course_grade, "api", "run: nbgrader API objects made"),
-            (course_grade, "take_in_submission", "intake (checks, copy)"),
-            (hand_grades, "hand_grades_before_regrade", "gradebook: hand grades read"),
+            (grade_run, "api", "run: nbgrader API objects made"),
+            (grade_submission, "take_in_submission", "intake (checks, copy)"),
+            (grade_submission, "hand_grades_before_regrade", "gradebook: hand grades read"),
             (NbGraderAPI, "autograde", "nbgrader autograde, whole"),
             (Autograde, "init_assignment", "  gradebook: submission rows"),
             (FilesWriter, "write", "  notebook files written"),
             (Preprocessor, "__call__", lambda self, *_: f"  preprocessor {type(self).__name__}"),
             (BoundedExecute, "start_new_kernel", "    kernel copy started (zygote fork, sandbox)"),
             (nbclient.NotebookClient, "start_new_kernel_client", "    kernel ready (client connected)"),
-            (nbclient.NotebookClient, "execute_cell", "    cells executed"),
+            (BoundedExecute, "execute_cell", "    cells executed"),
             (nbclient.NotebookClient, "_cleanup_kernel", "    kernel stopped"),
-            (hand_grades, "keep_hand_grades", "gradebook: hand grades kept"),
-            (course_grade, "write_feedback_pages", "feedback pages"),
-            (course_grade, "finish_run", "run: grades.csv, integrity report"),
+            (grade_submission, "keep_hand_grades", "gradebook: hand grades kept"),
+            (grade_submission, "write_feedback_pages", "feedback pages"),
+            (grade_run, "finish_run", "run: grades.csv, integrity report"),
             (zygote_client, "_stop_zygote", "run: zygote stopped")):
         clock.wrap(owner, attr, label)
     return clock
@@ -501,10 +508,7 @@ def profile_one(template: Path, tmp: Path, plan: list[Submission], rounds: int =
     from rbtutor.course.grade import grade
 
     chosen = next(s for s in plan if s.kind == "right" and s.assignment == "problem03")
-    course = tmp / "profile"
-    shutil.copytree(template, course, ignore=shutil.ignore_patterns("submitted"))
-    shutil.copytree(template / "submitted" / chosen.student / chosen.assignment,
-                    course / "submitted" / chosen.student / chosen.assignment)
+    course = one_notebook_course(template, tmp / "profile", chosen)
     rounds_seen = []
     for k in range(rounds + 1):
         clock = _stage_clock()
@@ -545,101 +549,193 @@ def megabytes(size: int | None) -> str:
     return f"{size / 2**20:.0f} MB" if size is not None else "unknown"
 
 
-def print_table(runs: list[Run]) -> None:
-    print(f"{'per notebook':<56} {'wall':>8} {'CPU':>8} {'peak memory: processes':>23} {'with page cache':>16}")
-    for run in runs:
-        print(f"{run.label:<56} {run.wall_per:7.2f}s {run.cpu_per:7.2f}s {megabytes(run.peak_processes):>23} "
-              f"{megabytes(run.peak_memory):>16}")
+def print_table(series: dict[str, list[Run]]) -> None:
+    """Each contender's median per notebook, with the lowest and highest, CPU first."""
+    print(f"{'per notebook: median (lowest-highest)':<58} {'CPU s':>17} {'wall s':>17}  {'load at each run':<18}"
+          f" {'peak MB: processes':>18} {'with cache':>10}")
+    for label, runs in series.items():
+        cpu, wall = spread([r.cpu_per for r in runs]), spread([r.wall_per for r in runs])
+        loads = " ".join(f"{r.load:.1f}" for r in runs)
+        processes = statistics.median((r.peak_processes or 0) / 2**20 for r in runs)
+        cache = statistics.median((r.peak_memory or 0) / 2**20 for r in runs)
+        print(f"{label:<58} {cpu!s:>17} {wall!s:>17}  {loads:<18} {processes:18.0f} {cache:10.0f}")
 
 
-def targets(stock: list[Run], ours: Run, floor: Run) -> list[tuple[str, float, str, bool]]:
-    faster = min(stock, key=lambda r: r.wall)
-    thrifty = min(stock, key=lambda r: r.cpu)
-    share = ours.cpu / thrifty.cpu
-    return [(f"CPU per notebook: make grade / {thrifty.label}", share, f"<= {CPU_SHARE_TARGET:.3f}",
+def median_of(runs: list[Run], what: str) -> float:
+    return statistics.median(getattr(r, what) for r in runs)
+
+
+def stock_targets(stock: list[list[Run]], ours: list[Run]) -> list[tuple[str, float, str, bool]]:
+    """make grade against stock nbgrader (medians): CPU against the stock run of lower CPU, wall
+    against the faster one."""
+    thrifty = min(stock, key=lambda runs: median_of(runs, "cpu"))
+    faster = min(stock, key=lambda runs: median_of(runs, "wall"))
+    share = median_of(ours, "cpu") / median_of(thrifty, "cpu")
+    speed = median_of(faster, "wall") / median_of(ours, "wall")
+    return [(f"CPU per notebook: make grade / {thrifty[0].label}", share, f"<= {CPU_SHARE_TARGET:.3f}",
              share <= CPU_SHARE_TARGET),
-            (f"wall: {faster.label} / make grade", faster.wall / ours.wall, f">= {STOCK_TARGET:g}",
-             faster.wall / ours.wall >= STOCK_TARGET),
-            ("wall: make grade / floor", ours.wall / floor.wall, f"<= {FLOOR_TARGET:g}",
-             ours.wall / floor.wall <= FLOOR_TARGET)]
+            (f"wall: {faster[0].label} / make grade", speed, f">= {STOCK_TARGET:g}", speed >= STOCK_TARGET)]
 
 
-def class_sizes() -> list[int]:
+def own_cost_target(shape: ClassShape, ours: list[Run], alone: list[Run]) -> tuple[str, float, str, bool]:
+    """make grade's CPU over that of executing the same notebooks alone (medians)."""
+    ratio = median_of(ours, "cpu") / median_of(alone, "cpu")
+    return (f"CPU: make grade / execution only, class {shape.students}"
+            f"{'xall' if shape.assignments is None else ''}", ratio, f"<= {OWN_COST_TARGET:g}",
+            ratio <= OWN_COST_TARGET)
+
+
+def print_round_ratios(series: dict[str, list[Run]], ours: str = "make grade") -> None:
+    """Each contender over make grade, round by round (both met about the same machine in a round)."""
+    print("\nratios to make grade, round by round (CPU; wall):")
+    for label, runs in series.items():
+        if label != ours:
+            cpu = ", ".join(f"{r.cpu / o.cpu:.2f}" for r, o in zip(runs, series[ours], strict=True))
+            wall = ", ".join(f"{r.wall / o.wall:.2f}" for r, o in zip(runs, series[ours], strict=True))
+            print(f"  {label:<58} CPU {cpu}; wall {wall}")
+
+
+def class_shapes() -> list[ClassShape]:
     text = os.environ.get("BENCH_CLASS", "30")
     try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
+        return [parse_shape(part) for part in text.split(",")]
     except ValueError as exc:
-        raise SystemExit(f"BENCH_CLASS: expected sizes separated by commas such as 30,300, got {text!r}") from exc
-    if not sizes or min(sizes) < 1:
-        raise SystemExit(f"BENCH_CLASS: expected positive sizes, got {text!r}")
-    return sizes
+        raise SystemExit(f"BENCH_CLASS: {exc}") from exc
 
 
 def cluster_limit() -> int:
-    """The largest class the Dask cluster also grades, for its growth (``BENCH_CLUSTER_UP_TO``, default 300:
-    grading a class of 3 000 three more times would add about an hour on 2 cores)."""
+    """The largest class (in notebooks) the Dask cluster also grades (``BENCH_CLUSTER_UP_TO``, default 300)."""
     text = os.environ.get("BENCH_CLUSTER_UP_TO", "300")
     if not text.isdigit():
         raise SystemExit(f"BENCH_CLUSTER_UP_TO: expected a number of notebooks such as 300, got {text!r}")
     return int(text)
 
 
-def growth_row(size: int, run: Run, plan: list[Submission], lines: list, course: Path,
+def growth_row(shape: ClassShape, runs: list[Run], plan: list[Submission], lines: list, course: Path,
                clusters: list[Run]) -> dict:
-    """One size's row; ``clusters`` is empty for a class above ``BENCH_CLUSTER_UP_TO``."""
+    """One class's row (medians of `make grade`'s runs); ``clusters`` is empty when the cluster did not grade it."""
     queries = gradebook_queries(course)
-    return {"size": size, "wall": run.wall_per, "cpu": run.cpu_per,
-            "memory": (run.peak_memory or 0) / 2**20, "processes": (run.peak_processes or 0) / 2**20,
+    return {"size": len(plan), "students": shape.students, "wall": median_of(runs, "wall_per"),
+            "cpu": median_of(runs, "cpu_per"),
+            "memory": statistics.median((r.peak_memory or 0) for r in runs) / 2**20,
+            "processes": statistics.median((r.peak_processes or 0) for r in runs) / 2**20,
             "export": queries["grades.csv (every submission)"],
             "queries": queries, "kinds": by_kind(plan, lines),
             "cluster": {w: (c.wall_per, c.cpu_per) for w, c in zip(CLUSTER_WORKERS, clusters, strict=False)}}
 
 
-def main() -> int:
-    """Everything measured and printed; the status is 1 when a target of issue 23 is missed."""
-    from rbtutor.course.grade import default_jobs
+def grade_work(records: list[list]):
+    """`make grade` as a contender: each run's progress lines are a new list in ``records``."""
+    def work(where: Path) -> float:
+        records.append([])
+        return timed_grade(where, records[-1])
+    return work
 
-    sizes, jobs = class_sizes(), default_jobs()
-    started = datetime.now(UTC)
-    print(f"date {started:%Y-%m-%d %H:%M} UTC; {machine()}")
+
+def alternate(contenders: dict, count: int, repeat: int, tmp: Path) -> dict[str, list[Run]]:
+    """Every contender (label: (``prepare(where)`` or None, ``work(where)``)) measured ``repeat`` times in
+    turn; ``prepare`` makes a run's folder before it, outside its measurement, and the folder is removed
+    once the same contender has run again."""
+    series: dict[str, list[Run]] = {label: [] for label in contenders}
+    for k, label in in_turn(list(contenders), repeat):
+        slug = re.sub(r"\W+", "-", label)
+        prepare, work = contenders[label]
+        if prepare is not None:
+            prepare(tmp / f"{slug}-{k}")
+        series[label].append(measured(label, count, work, tmp / f"{slug}-{k}"))
+        shutil.rmtree(tmp / f"{slug}-{k - 1}", ignore_errors=True)
+    return series
+
+
+def first_class(shape: ClassShape, tmp: Path, jobs: int, repeat: int):
+    """Every contender on the first class, in turn; returns (plan, series, make grade's progress lines)."""
+    template = tmp / "class"
+    plan = make_class(template, shape)
+    records: list[list] = []
+    stock, copy = functools.partial(stock_course, template), functools.partial(shutil.copytree, template)
+    contenders = {
+        "stock nbgrader, serial by assignment": (stock, stock_serial),
+        f"stock nbgrader, {jobs} processes (one per submission)": (stock, lambda where: stock_parallel(where, jobs)),
+        "make grade": (copy, grade_work(records)),
+        f"execution only: {jobs} workers, the notebooks as handed in":
+            (None, lambda _: execution_seconds(template, jobs)),
+        f"floor: {jobs} workers, empty notebooks": (None, lambda _: floor_seconds(len(plan), jobs))}
+    series = alternate(contenders, len(plan), repeat, tmp)
+    for lines in records:
+        check_scores(plan, lines)
+    return plan, series, records[-1]
+
+
+def other_class(shape: ClassShape, tmp: Path, jobs: int, repeat: int):
+    """`make grade` and execution only on a class, in turn; returns (plan, series, the last run's lines)."""
+    template = tmp / f"class-{shape.students}-{'all' if shape.assignments is None else 'same'}"
+    plan = make_class(template, shape)
+    records: list[list] = []
+    contenders = {"make grade": (functools.partial(shutil.copytree, template), grade_work(records)),
+                  f"execution only: {jobs} workers, the notebooks as handed in":
+                      (None, lambda _: execution_seconds(template, jobs))}
+    runs = tmp / f"{template.name}-runs"
+    runs.mkdir()
+    series = alternate(contenders, len(plan), repeat, runs)
+    for lines in records:
+        check_scores(plan, lines)
+    return template, plan, series, records[-1]
+
+
+def graded_course(tmp: Path, repeat: int) -> Path:
+    """The course folder of make grade's last run (kept for the gradebook reads)."""
+    return tmp / f"make-grade-{repeat - 1}"
+
+
+def main() -> int:
+    """Everything measured and printed; the status is 1 when a target of issue 38 is missed."""
+    import rbtutor.course.grade as course_grade  # the pools of execution only and the floor fork from here
+
+    for name in course_grade.WORKER_MODULES:  # imported before the first run, not in it
+        importlib.import_module(name)
+    shapes, jobs = class_shapes(), course_grade.default_jobs()
+    try:
+        repeat = repeat_count(os.environ.get("BENCH_REPEAT"))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
+    print(f"date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {machine()}")
     print(code_state())
+    print(f"each contender measured {repeat} times, in turn (BENCH_REPEAT)", flush=True)
     with tempfile.TemporaryDirectory(prefix="rbtutor-bench-grading-") as scratch:
         tmp = Path(scratch)
-        size = sizes[0]
-        plan = make_class(tmp / "class", size)
-        lines: list = []
-        ours = measured("make grade", size, timed_grade, tmp / "class", tmp / "grade", lines)
-        check_scores(plan, lines)
-        stock = [measured("stock nbgrader, serial by assignment", size, stock_serial, tmp / "class", tmp / "stock1"),
-                 measured(f"stock nbgrader, {jobs} processes (one per submission)", size, stock_parallel,
-                          tmp / "class", tmp / "stockN", jobs)]
-        floor = measured(f"floor: {jobs} workers, empty notebooks", size, floor_seconds, size, jobs)
-        alone = measured(f"execution only: {jobs} workers, the notebooks as handed in", size, execution_seconds,
-                         tmp / "class", jobs)
-        clusters = [cluster_run(tmp / "class", tmp, workers, size) for workers in CLUSTER_WORKERS]
-        growth = [growth_row(size, ours, plan, lines, tmp / "grade", clusters)]
-        batch, serial = scheduler_overhead(tmp / "overhead")
+        shape = shapes[0]
+        plan, series, lines = first_class(shape, tmp, jobs, repeat)
+        labels = list(series)
+        stock, ours, alone = [series[labels[0]], series[labels[1]]], series["make grade"], series[labels[3]]
+        clusters, overhead = [], None
+        if len(plan) <= cluster_limit():
+            clusters = [cluster_run(tmp / "class", tmp, workers, len(plan)) for workers in CLUSTER_WORKERS]
+            overhead = scheduler_overhead(tmp / "overhead")
+        growth = [growth_row(shape, ours, plan, lines, graded_course(tmp, repeat), clusters)]
         profile = profile_one(tmp / "class", tmp, plan)
-        report(size, jobs, ours, stock, [floor, alone], clusters, (batch, serial), profile)  # projection: after growth
-        rows = targets(stock, ours, floor)
-        print(f"\n{'target (issue 23)':<72} {'value':>8} {'target':>9}")
-        for name, value, target, ok in rows:
-            print(f"{name:<72} {value:8.3f} {target:>9}  {'PASS' if ok else 'FAIL'}", flush=True)
-        print_floor_parts(ours, floor, alone)
+        fixed = fixed_costs(tmp / "class", tmp, plan, median_of(ours, "cpu"))
+        report(shape, plan, jobs, series, clusters, overhead, profile, fixed)
+        rows = [*stock_targets(stock, ours), own_cost_target(shape, ours, alone)]
+        print_own_cost(series, labels)
+        for other in shapes[1:]:
+            template, big_plan, big, big_lines = other_class(other, tmp, jobs, repeat)
+            print(f"\nclass: {other} ({len(big_plan)} notebooks)")
+            print_table(big)
+            rows.append(own_cost_target(other, big["make grade"], list(big.values())[1]))
+            big_clusters = ([cluster_run(template, tmp, workers, len(big_plan)) for workers in CLUSTER_WORKERS]
+                            if len(big_plan) <= cluster_limit() else [])
+            growth.append(growth_row(other, big["make grade"], big_plan, big_lines,
+                                     graded_course(tmp / f"{template.name}-runs", repeat), big_clusters))
+            shutil.rmtree(template)
+            shutil.rmtree(tmp / f"{template.name}-runs")
         print_growth_header()
-        print_growth(growth[0])
-        for other in sizes[1:]:
-            shutil.rmtree(tmp / "big", ignore_errors=True)
-            shutil.rmtree(tmp / "big-grade", ignore_errors=True)
-            big_plan, big_lines = make_class(tmp / "big", other), []
-            big = measured(f"make grade, {other} notebooks", other, timed_grade, tmp / "big", tmp / "big-grade",
-                           big_lines)
-            check_scores(big_plan, big_lines)
-            big_clusters = ([cluster_run(tmp / "big", tmp, workers, other) for workers in CLUSTER_WORKERS]
-                            if other <= cluster_limit() else [])
-            growth.append(growth_row(other, big, big_plan, big_lines, tmp / "big-grade", big_clusters))
-            print_growth(growth[-1])
-        projection(growth, stock, (batch, serial))
+        for row in growth:
+            print_growth(row)
+        if overhead is not None:
+            projection(growth, stock, overhead)
+        print(f"\n{'target (issue 38), on the medians':<80} {'value':>8} {'target':>9}")
+        for name, value, target, ok in rows:
+            print(f"{name:<80} {value:8.3f} {target:>9}  {'PASS' if ok else 'FAIL'}", flush=True)
     if len(growth) > 1:
         plot_growth(growth, OUTPUT / "grading-growth.png")
         first, last = growth[0], growth[-1]
@@ -650,34 +746,35 @@ def main() -> int:
     return 0 if all(ok for *_, ok in rows) else 1
 
 
-def print_floor_parts(ours: Run, floor: Run, alone: Run) -> None:
-    """The floor's ratio in two factors: the class's own code, and the grader's own cost."""
-    print(f"  of which, wall: execution only / floor {alone.wall / floor.wall:.2f}x (the notebooks' own code), "
-          f"make grade / execution only {ours.wall / alone.wall:.2f}x (the grader's own cost); "
-          f"CPU: {alone.cpu / floor.cpu:.2f}x and {ours.cpu / alone.cpu:.2f}x")
-    if alone.wall / floor.wall > FLOOR_TARGET:
-        print(f"  execution alone is over {FLOOR_TARGET:g} times the floor: no grader that runs these notebooks "
-              "meets that target on this class")
+def print_own_cost(series: dict[str, list[Run]], labels: list[str]) -> None:
+    """make grade over execution only, and execution only over the floor (medians)."""
+    ours, alone, floor = series["make grade"], series[labels[3]], series[labels[4]]
+
+    def ratio(top: list[Run], bottom: list[Run], what: str) -> float:
+        return median_of(top, what) / median_of(bottom, what)
+
+    print(f"\nthe grader's own cost: make grade / execution only {ratio(ours, alone, 'cpu'):.2f}x CPU, "
+          f"{ratio(ours, alone, 'wall'):.2f}x wall; the notebooks' own code: execution only / floor "
+          f"{ratio(alone, floor, 'cpu'):.2f}x CPU, {ratio(alone, floor, 'wall'):.2f}x wall (medians)")
 
 
-def report(size, jobs, ours, stock, bounds, clusters, overhead, profile) -> None:
-    students = -(-size // 11)  # grading_class.plan: eleven assignments a student
-    print(f"\nclass: {size} notebooks from {students} students (own numbers and text; every "
-          f"4th with a wrong answer, written parts, one slow notebook); make grade uses {jobs} workers")
-    print(f"CPU and memory: {ours.source}")
+def report(shape, plan, jobs, series, clusters, overhead, profile, fixed) -> None:
+    wrong = sum(s.kind == "wrong" for s in plan)
+    print(f"\nclass: {shape} ({len(plan)} notebooks, own numbers and text; {wrong} with a wrong answer, written "
+          f"parts, one slow notebook); make grade uses {jobs} workers")
+    print(f"CPU and memory: {series['make grade'][0].source}")
     if LEFT_GROUPS:
         print(f"note: the runs left {len(LEFT_GROUPS)} empty cgroup(s) behind inside the benchmark's own "
               f"(removed by the benchmark), such as {LEFT_GROUPS[0].name}")
     print(f"stock nbgrader's kernel: python3 with {' '.join(f'{k}={v}' for k, v in SAME_KERNEL_ENV.items())}")
-    print_table([*stock, ours, *bounds, *clusters])
-    batch, serial = overhead
-    print(f"scheduler cost per trivial task, 2 workers: {batch * 1e3:.2f} ms all at once, {serial * 1e3:.2f} ms "
-          "one at a time")
-    print("\nratios (same class, same run):")
-    for run in stock:
-        print(f"  {run.label} / make grade: wall {run.wall / ours.wall:.2f}x, CPU {run.cpu / ours.cpu:.2f}x")
-    for run in clusters:
-        print(f"  {run.label}: wall {run.wall / ours.wall:.2f}x make grade's, CPU {run.cpu / ours.cpu:.2f}x")
+    print_table(series)
+    print_round_ratios(series)
+    if clusters:
+        print("\nthe Dask cluster, once, per notebook (CPU less an idle cluster's start and stop):")
+        for run in clusters:
+            print(f"  {run.label:<56} {run.cpu_per:.2f} CPU s, {run.wall_per:.2f} s (load {run.load:.1f})")
+        print(f"scheduler cost per trivial task, 2 workers: {overhead[0] * 1e3:.2f} ms all at once, "
+              f"{overhead[1] * 1e3:.2f} ms one at a time")
     print("\none notebook's path (a right problem03, graded alone by one in-process worker; median of 3 "
           "after a warm-up), wall seconds:")
     for label, seconds in profile:
@@ -686,6 +783,65 @@ def report(size, jobs, ours, stock, bounds, clusters, overhead, profile) -> None
     parts = sum(seconds for label, seconds in profile if not label.startswith(" ") and label != "whole grade run")
     # each line is a median of its own, so the rest can come out a little below zero
     print(f"  {'(the rest: outside the stages above; medians)':<52} {whole - parts:6.2f}")
+    print("\nonce a run, whatever the class (CPU seconds, median of 3):")
+    for label, seconds in fixed:
+        print(f"  {label:<84} {seconds:6.2f}")
+
+
+# --------------------------------------------------------------------------- fixed costs
+
+
+def one_notebook_course(template: Path, where: Path, chosen: Submission) -> Path:
+    """A copy of the class's course with only ``chosen``'s notebook handed in."""
+    shutil.copytree(template, where, ignore=shutil.ignore_patterns("submitted"))
+    shutil.copytree(template / "submitted" / chosen.student / chosen.assignment,
+                    where / "submitted" / chosen.student / chosen.assignment)
+    return where
+
+
+def import_seconds(code: str, *flags: str, rounds: int = 3) -> float:
+    """Median CPU seconds of a new Python process that runs ``code`` (its imports) and exits."""
+    seconds = []
+    for _ in range(rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, *flags, "-c", code], check=True, env=stock_env(same_kernel=False))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        seconds.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(seconds)
+
+
+def fixed_costs(template: Path, tmp: Path, plan: list[Submission], class_cpu: float) -> list[tuple[str, float]]:
+    """What a run pays once, and the imports of the processes a run starts once (the grading
+    process, the zygote) or once a notebook (the kernel's launcher).
+
+    A run's CPU is taken as a fixed cost F plus m a notebook: ``class_cpu`` (the class's median) is
+    F + m N, and a run of one notebook of the class, measured here, is F + m."""
+    from rbtutor.grading.sandbox import zygote
+
+    chosen = next(s for s in plan if s.kind == "right" and s.assignment == plan[0].assignment)
+    courses = [one_notebook_course(template, tmp / f"one-{k}", chosen) for k in range(3)]
+    runs = [measured("make grade, one notebook", 1, timed_grade, course, []) for course in courses]
+    whole = median_of(runs, "cpu")
+    each = (class_cpu - whole) / (len(plan) - 1) if len(plan) > 1 else float("nan")
+    sandbox = Path(zygote.__file__).parent
+    launcher = ("import importlib.util, sys\n"
+                "spec = importlib.util.spec_from_file_location('rbtutor.grading.sandbox', "
+                f"{str(sandbox / '__init__.py')!r}, submodule_search_locations=[{str(sandbox)!r}])\n"
+                "package = importlib.util.module_from_spec(spec)\nsys.modules[spec.name] = package\n"
+                "spec.loader.exec_module(package)\n")
+    return [("make grade on one notebook, the whole run (cgroup): F + m", whole),
+            ("  m, a notebook's own CPU: (the class's median run - F - m) / (notebooks - 1)", each),
+            ("  F, the fixed cost of a run", whole - each),
+            ("  F spread over this class's notebooks, per notebook", (whole - each) / len(plan)),
+            ("a new Python process, nothing imported", import_seconds("pass", "-I")),
+            ("the grading process's imports (rbtutor.course.grade and its workers' modules)",
+             import_seconds("import importlib, rbtutor.course.grade as g\nfor m in g.WORKER_MODULES: "
+                            "importlib.import_module(m)")),
+            ("the zygote's imports (numpy, scipy.integrate, sympy, ipykernel, ...)",
+             import_seconds("import sys\nsys.modules['debugpy'] = None\n"
+                            f"for m in {zygote.PRELOAD!r}: __import__(m)", "-s")),
+            ("a kernel's launcher: a new Python loading the sandbox package (once a notebook)",
+             import_seconds(launcher, "-I"))]
 
 
 def projection(growth: list[dict], stock: list[Run], overhead: tuple[float, float]) -> None:
@@ -693,20 +849,20 @@ def projection(growth: list[dict], stock: list[Run], overhead: tuple[float, floa
     measured_rows = [row for row in growth if row["cluster"]]
     row = measured_rows[-1]
     workers, (wall, cpu) = min(row["cluster"].items(), key=lambda item: item[1][0])
-    faster = min(stock, key=lambda r: r.wall)
+    faster = min(stock, key=lambda runs: median_of(runs, "wall"))
     hours = PROJECTED * wall / 3600
     print(f"\nprojection for {PROJECTED} notebooks like these, from the cluster's class of {row['size']} "
           f"({workers} worker(s), the fastest; {wall:.2f} s and {cpu:.2f} CPU s a notebook): {hours:.1f} h on "
           f"this machine, {PROJECTED * cpu / 3600:.1f} CPU hours; on M such machines about {hours:.1f}/M h "
           f"while the scheduler's {overhead[0] * 1e3:.1f} ms a task ({PROJECTED * overhead[0] / 60:.1f} min in "
-          f"all) stays small; stock nbgrader ({faster.label}, class of {growth[0]['size']}): "
-          f"{PROJECTED * faster.wall_per / 3600:.1f} h on this machine")
+          f"all) stays small; stock nbgrader ({faster[0].label}, class of {growth[0]['size']}, median): "
+          f"{PROJECTED * median_of(faster, 'wall_per') / 3600:.1f} h on this machine")
 
 
 def print_growth_header() -> None:
-    print("\ngrowth of make grade with the class (gradebook reads timed on the graded class):")
-    print(f"{'notebooks':>9} {'wall/nb':>8} {'CPU/nb':>8} {'peak MB: processes':>19} {'with cache':>11} "
-          f"{'grades.csv':>11} {'students':>9} "
+    print("\ngrowth of make grade with the class (medians; gradebook reads timed on the last graded copy):")
+    print(f"{'students':>8} {'notebooks':>9} {'wall/nb':>8} {'CPU/nb':>8} {'peak MB: processes':>19} "
+          f"{'with cache':>11} {'grades.csv':>11} {'students':>9} "
           f"{'1 submission':>13}   cluster wall/CPU per notebook by workers; worker seconds a notebook, "
           "median by kind")
 
@@ -716,7 +872,8 @@ def print_growth(row: dict) -> None:
     one = q["one submission's grades"]
     kinds = ", ".join(f"{k} {v:.2f}" for k, v in row["kinds"].items())
     cluster = "; ".join(f"{w}: {wall:.2f}/{cpu:.2f} s" for w, (wall, cpu) in row["cluster"].items()) or "not run"
-    print(f"{row['size']:>9} {row['wall']:7.2f}s {row['cpu']:7.2f}s {row['processes']:19.0f} {row['memory']:11.0f} "
+    print(f"{row['students']:>8} {row['size']:>9} {row['wall']:7.2f}s {row['cpu']:7.2f}s {row['processes']:19.0f} "
+          f"{row['memory']:11.0f} "
           f"{row['export']:9.1f}ms {q['list the students']:7.1f}ms {one:11.1f}ms   {cluster}; {kinds}", flush=True)
 
 

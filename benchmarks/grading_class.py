@@ -6,15 +6,16 @@ and assignment, as a real class would hand them in (benchmark set-up; no pipelin
   course's own fetch step (:func:`rbtutor.course.personal.personalise`), then answered with the
   key's computations in the student's own text (:func:`rbtutor.course.trial.answered`, with the
   student's name in every note and in the written parts): no two notebooks are the same.
-* Every :data:`WRONG_EVERY`-th submission has a wrong answer: its first handed-in value that
-  is numeric and not zero in the student's own key is scaled by :data:`WRONG_FACTOR`, in a cell
-  of its own just before it is handed in.
+* One notebook in :data:`WRONG_EVERY` of each assignment has a wrong answer (see :func:`plan`):
+  its first handed-in value that is numeric and not zero in the student's own key is scaled by
+  :data:`WRONG_FACTOR`, in a cell of its own just before it is handed in.
 * Written parts are answered in words (they wait for a human grader).
-* One submission (the middle one) is slow: a cell at its end burns about
-  :data:`SLOW_LOOP` loop turns of CPU (about 2 s here) before the notebook ends.
+* One submission is slow: the middle student's first assignment ends with a cell that burns about
+  :data:`SLOW_LOOP` loop turns of CPU (about 2 s here).
 
-Submissions are spread over students in order: submission ``k`` is assignment ``k mod 11`` of
-student ``k div 11``, so a class of 30 is two full students and eight notebooks of a third.
+The class is shaped as a real one (:class:`ClassShape`): every student hands in the same
+assignments, problem03 and problem10 by default (``BENCH_CLASS=30``: 30 students, 60 notebooks),
+or every assignment of the course (``BENCH_CLASS=273xall``: 273 students, 3 003 notebooks).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COURSE_DATA = "# the benchmark's course data: the reference ship, per-student variants on\n" \
               "variants: {per_student: true, salt: bench-course-salt-2026}\n"
 WRONG_EVERY, WRONG_FACTOR = 4, 1.07
+SAME_ASSIGNMENTS = ("problem03", "problem10")  # what every student of a class "N" hands in
 SLOW_LOOP = 25_000_000
 TIMESTAMP = "2026-12-01 12:00:00.000000 UTC"
 
@@ -42,19 +44,49 @@ class Submission:
     kind: str  # "right", "wrong" or "slow"
 
 
-def plan(count: int, assignments: list[str]) -> list[Submission]:
-    """Who hands in what: ``count`` submissions over as few students as hold them.
+@dataclass(frozen=True)
+class ClassShape:
+    """A class: ``students`` students, each handing in every one of ``assignments`` (None: all of the course's)."""
 
-    >>> [(s.student, s.assignment, s.kind) for s in plan(5, ["a", "b"])]
-    [('s0000', 'a', 'right'), ('s0000', 'b', 'wrong'), ('s0001', 'a', 'slow'), ('s0001', 'b', 'right'), \
-('s0002', 'a', 'right')]
+    students: int
+    assignments: tuple[str, ...] | None = SAME_ASSIGNMENTS
+
+    def __str__(self) -> str:
+        handed = "every assignment" if self.assignments is None else " and ".join(self.assignments)
+        return f"{self.students} students, each handing in {handed}"
+
+
+def parse_shape(text: str) -> ClassShape:
+    """A class from its ``BENCH_CLASS`` entry: ``N`` (problem03 and problem10) or ``Nxall`` (every assignment).
+
+    >>> parse_shape("30"), parse_shape("273xall")
+    (ClassShape(students=30, assignments=('problem03', 'problem10')), ClassShape(students=273, assignments=None))
     """
-    if count < 1 or not assignments:
-        raise ValueError(f"expected at least one submission and one assignment, got {count} and {assignments}")
-    slow = count // 2
-    return [Submission(f"s{k // len(assignments):04d}", assignments[k % len(assignments)],
-                       "slow" if k == slow else "wrong" if k % WRONG_EVERY == 1 else "right")
-            for k in range(count)]
+    match = re.fullmatch(r"\s*(\d+)\s*(x\s*all)?\s*", text)
+    if match is None or int(match.group(1)) < 1:
+        raise ValueError(f"expected a class such as 30 (students handing in problem03 and problem10) or 273xall "
+                         f"(students handing in every assignment), got {text!r}")
+    return ClassShape(int(match.group(1)), None if match.group(2) else SAME_ASSIGNMENTS)
+
+
+def plan(students: int, assignments: list[str]) -> list[Submission]:
+    """Who hands in what: every one of ``students`` students hands in every one of ``assignments``.
+
+    A student's answer to the ``a``-th assignment is wrong when ``student + a`` leaves 1 divided by
+    :data:`WRONG_EVERY` (one in four of each assignment's notebooks); the middle student's first
+    assignment is the slow one.
+
+    >>> [(s.student, s.assignment, s.kind) for s in plan(3, ["a", "b"])]
+    [('s0000', 'a', 'right'), ('s0000', 'b', 'wrong'), ('s0001', 'a', 'slow'), ('s0001', 'b', 'right'), \
+('s0002', 'a', 'right'), ('s0002', 'b', 'right')]
+    """
+    if students < 1 or not assignments:
+        raise ValueError(f"expected at least one student and one assignment, got {students} and {assignments}")
+    slow = students // 2
+    return [Submission(f"s{student:04d}", name,
+                       "slow" if (student, a) == (slow, 0) else "wrong" if (student + a) % WRONG_EVERY == 1
+                       else "right")
+            for student in range(students) for a, name in enumerate(assignments)]
 
 
 def _answered_by(student: str, nb, source: Path) -> nbformat.NotebookNode:
@@ -106,8 +138,8 @@ def problem_of_assignment(name: str) -> int:
     return int(match.group(1))
 
 
-def make_class(course: Path, count: int) -> list[Submission]:
-    """A course folder at ``course`` (made here) with ``count`` submissions in ``submitted/``."""
+def make_class(course: Path, shape: ClassShape) -> list[Submission]:
+    """A course folder at ``course`` (made here) with the submissions of a class of ``shape`` in ``submitted/``."""
     from rbtutor.course import CourseLayout, api
     from rbtutor.course.personal import personalise
     from rbtutor.problems.variants import load_course_data, student_key
@@ -120,11 +152,14 @@ def make_class(course: Path, count: int) -> list[Submission]:
     data = load_course_data(course / "exercises" / "problem_data.yaml")
     layout, grader = CourseLayout(course), api(course)
     names = layout.assignments()
-    for name in names:
+    handed = names if shape.assignments is None else list(shape.assignments)
+    if not set(handed) <= set(names):
+        raise ValueError(f"expected assignments of the course ({', '.join(names)}), got {', '.join(handed)}")
+    for name in handed:
         result = grader.generate_assignment(name, force=True)
         if not result["success"]:
             raise RuntimeError(f"generate_assignment {name} failed:\n{result['log'][-2000:]}")
-    submissions = plan(count, names)
+    submissions = plan(shape.students, handed)
     for sub in submissions:
         folder = layout.submitted(sub.student, sub.assignment)
         folder.mkdir(parents=True)
