@@ -41,7 +41,7 @@ I3 = np.eye(3)
     (lambda: rbtutor.simulate(rbtutor.RigidBody(1.0, [0, 0, 0], I3), lambda t, x: [0, 0], 1.0),
      r"expected tau\(t, state\) of shape \(6,\), got \(2,\)"),
     (lambda: rbtutor.RigidBody(1.0, [0, 0, 0], I3).with_point_masses([-1.0], [[0, 0, 0]]), r"positive point masses"),
-    (lambda: answer_key(problems=[12]), r"expected problem numbers from 1 to 11"),
+    (lambda: answer_key(problems=[13]), r"expected problem numbers from 1 to 12"),
 ])
 def test_bad_input_raises(call, message):
     with pytest.raises(ValueError, match=message):
