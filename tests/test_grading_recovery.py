@@ -52,8 +52,12 @@ def test_interrupted_run_can_be_rerun(small_class, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "rbtutor.course", "grade", "--jobs", "1",
                              "--root", str(small_class)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    first = proc.stdout.readline()  # blocks until the first submission is graded (or the run ends)
-    assert first.startswith("[1/3]"), first
+    said = [proc.stdout.readline()]  # blocks until the first submission is graded (or the run ends)
+    while said[-1] and not said[-1].startswith("["):  # what the run starts, before the first notebook
+        said.append(proc.stdout.readline())
+    first = said[-1]
+    assert said[0].startswith("grading 3 submissions with 1 worker"), said
+    assert first.startswith("[1/3]"), said
     os.killpg(proc.pid, signal.SIGINT)
     try:
         out, _ = proc.communicate(timeout=120)  # a safety net: the interrupt ends the run at once
