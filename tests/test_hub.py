@@ -68,7 +68,8 @@ OWN_DUE = {"student1": "04 March 2030, 12:00", "student2": "01 March 2030, 12:00
 OWN_DUE_SHOWN = {"student1": "Monday 04 March 2030, 12:00 UTC", "student2": "Friday 01 March 2030, 12:00 UTC"}
 
 
-def _unavailable(gradebook: str) -> str | None:
+def hub_unavailable(gradebook: str) -> str | None:
+    """Why a test of the course hub cannot run here (None when it can); test_lti_hub.py asks too."""
     if os.geteuid() != 0:
         return "the hub test needs root (it creates Unix accounts and starts servers as them)"
     if not chromium_available():
@@ -89,7 +90,7 @@ def _unavailable(gradebook: str) -> str | None:
 def hub(request):
     """The hub as `make hub` (SQLite gradebook) and `make hub GRADEBOOK=postgres` set it up."""
     global SHOTS
-    reason = _unavailable(request.param)
+    reason = hub_unavailable(request.param)
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the hub test: {reason}", pytrace=False)

@@ -45,7 +45,7 @@ import time
 
 import httpx
 import pytest
-from conftest import CHROMIUM, ROOT, chromium_available
+from conftest import CHROMIUM, ROOT
 from lti_platform import INSTRUCTOR, STUDENT1, STUDENT2
 from lti_platform import platform_fixture as platform_fixture  # the fixtures
 from lti_platform import platform_server_fixture as platform_server_fixture
@@ -56,6 +56,7 @@ from test_hub import (
     answered,
     as_instructor,
     hub_log_tail,
+    hub_unavailable,
     hubctl,
     page_state,
     reset_course_state,
@@ -68,23 +69,6 @@ LMS_ACCOUNTS = {STUDENT1: "skovalevskaya", STUDENT2: "jlagrange", INSTRUCTOR: "l
 TOOL = {"oidc_login_url": f"{hubctl.URL}/hub/lti13/oauth_login",
         "redirect_uris": [f"{hubctl.URL}/hub/lti13/oauth_callback"],
         "target_link_uri": f"{hubctl.URL}/hub/", "jwks_url": f"{hubctl.URL}/hub/lti13/jwks"}
-
-
-def unavailable(gradebook: str) -> str | None:
-    if os.geteuid() != 0:
-        return "the LTI hub test needs root (it creates Unix accounts and starts servers as them)"
-    if not chromium_available():
-        return f"{CHROMIUM} not found or not executable (apt-get install -y --no-install-recommends chromium)"
-    if not os.environ.get("CI") and os.environ.get("RBTUTOR_HUB_TEST") != "1":
-        return "set RBTUTOR_HUB_TEST=1 to run it here: it resets the course state of the hub on this machine"
-    if gradebook == "postgres":
-        from pgserver import PostgresError, bin_dir
-
-        try:
-            bin_dir()
-        except PostgresError as exc:
-            return f"make hub GRADEBOOK=postgres needs PostgreSQL: {exc}"
-    return None
 
 
 def remove_lms_accounts() -> None:
@@ -113,7 +97,7 @@ def lti_hub(request, lti_platform_server):
     """The hub with log-in from the test platform, its gradebook SQLite or PostgreSQL (as `make hub
     GRADEBOOK=postgres`); afterwards PAM again and no LMS account left."""
     global SHOTS
-    reason = unavailable(request.param)
+    reason = hub_unavailable(request.param)
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the LTI hub test: {reason}", pytrace=False)
