@@ -26,7 +26,10 @@
   working beside the hub; a machine-wide copy left by an earlier set-up is removed;
 * per-role Jupyter configuration under :data:`ROLE_CONFIG`: students get the assignment list
   and Validate only (no Formgrader, no Create Assignment, no course list, not the grading
-  kernel); the instructor gets everything; nobody gets JupyterLab's question about news;
+  kernel); the instructor (the course's account) gets everything; a grader (any other member of
+  the instructors' group, such as an instructor or TA the LMS made) gets the course list, which
+  leads to the course's shared Formgrader, a hub service run as the course's account (nbgrader's
+  set-up for one class with several graders); nobody gets JupyterLab's question about news;
 * MathJax for the Formgrader's page, which asked a CDN for it: ``hub/mathjax.html.j2`` replaces
   nbconvert's loader macro under :data:`SHARE` (only where a page names no MathJax URL) and loads
   MathJax 3 (from sphinx-mathjax-offline, copied to :data:`STATIC`) from the instructor's server;
@@ -98,7 +101,7 @@ VENV = PREFIX / "venv"  # the hub, the instructor's server and the services: rbt
 STUDENT_VENV = PREFIX / "student"  # the students' single-user servers: no rbtutor in it
 KERNEL_VENV = PREFIX / "kernel"  # the students' kernel: no rbtutor in it
 SHARE = PREFIX / "share" / "jupyter"  # on JUPYTER_PATH: the students' kernelspec
-ROLE_CONFIG = PREFIX / "etc"  # ROLE_CONFIG/student and ROLE_CONFIG/instructor, on JUPYTER_CONFIG_PATH
+ROLE_CONFIG = PREFIX / "etc"  # ROLE_CONFIG/<role> of ROLE_TOOLS, on JUPYTER_CONFIG_PATH
 STATIC = PREFIX / "static"  # served by the instructor's server under static/: MathJax for the Formgrader
 EXCHANGE = Path("/srv/nbgrader/exchange")
 STATE = Path("/var/lib/rbtutor-hub")  # the hub's database, cookie secret and pid files
@@ -119,6 +122,8 @@ COURSE_DATA = Path("/srv/rbtutor/problem_data.yaml")  # the instructor edits it;
 DUE_DATES = COURSE_DATA.parent / "due_dates.yaml"  # optional, as COURSE_DATA: each student's own due date
 CHECK_URL = "http://127.0.0.1:10101"  # where the hub starts the check service (behind the proxy)
 FETCH_URL = "http://127.0.0.1:10102"  # where the hub starts the personalising service (behind the proxy)
+#: where the hub starts the course's shared Formgrader, the service named :data:`COURSE_ID` (behind the proxy)
+GRADING_URL = "http://127.0.0.1:10103"
 PROFILE_SCRIPT = Path("/etc/profile.d/rbtutor-hub.sh")
 LTI_KEYS = STATE / "lti-keys"  # with [lms] in course.toml: the tool's signing keys (root only, 0700/0600)
 LMS_SEND_EVERY = 5  # with [lms]: seconds between the LMS sender's looks at the grades outbox
@@ -131,6 +136,12 @@ QUIET_LAB_PLUGINS = ("@jupyterlab/apputils-extension:announcements",)
 INSTRUCTOR_LAB_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                           "@jupyter/nbgrader:course-list")
 INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+#: what each role's own server shows of them: the course account's (:data:`INSTRUCTORS`) everything; a
+#: grader's (another member of the instructors' group, such as one the LMS made) the course list, which
+#: leads to the course's shared Formgrader (:data:`GRADING_URL`); a student's nothing
+ROLE_TOOLS = {"student": (),
+              "instructor": (*INSTRUCTOR_LAB_PLUGINS, *INSTRUCTOR_SERVER_EXTENSIONS),
+              "grader": ("@jupyter/nbgrader:course-list", "nbgrader.server_extensions.course_list")}
 
 
 class HubError(RuntimeError):
@@ -464,18 +475,18 @@ def ensure_nbgrader_config(environments=(VENV, STUDENT_VENV), legacy: Path = LEG
 
 def ensure_config() -> None:
     ensure_nbgrader_config()
-    for role, hidden in (("student", True), ("instructor", False)):
+    for role, shown in ROLE_TOOLS.items():
         folder = ROLE_CONFIG / role
         (folder / "labconfig").mkdir(parents=True, exist_ok=True)
         (folder / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
-        page = {"disabledExtensions": {**{name: hidden for name in INSTRUCTOR_LAB_PLUGINS},
+        page = {"disabledExtensions": {**{name: name not in shown for name in INSTRUCTOR_LAB_PLUGINS},
                                        **{name: True for name in QUIET_LAB_PLUGINS}}}
         (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1) + "\n")
-        server = {"ServerApp": {"jpserver_extensions": {name: not hidden for name in INSTRUCTOR_SERVER_EXTENSIONS}}}
+        server = {"ServerApp": {"jpserver_extensions": {name: name in shown for name in INSTRUCTOR_SERVER_EXTENSIONS}}}
         (folder / "jupyter_server_config.d" / "zz-rbtutor-role.json").write_text(json.dumps(server, indent=1) + "\n")
         # students see their own kernel only, not the grading kernel (the .d files above are read
         # for the extensions only, so this goes into the role's jupyter_server_config.json)
-        server_config = {"KernelSpecManager": {"allowed_kernelspecs": ["python3"]}} if hidden else \
+        server_config = {"KernelSpecManager": {"allowed_kernelspecs": ["python3"]}} if role == "student" else \
             {"ServerApp": {"extra_static_paths": [str(STATIC)]}}
         (folder / "jupyter_server_config.json").write_text(json.dumps(server_config, indent=1) + "\n")
     STATE.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,11 @@
   ``nbgrader-rbtutor`` (students); each server's token may read its own user's groups, which is
   what nbgrader's JupyterHubAuthPlugin asks.
 * Students' servers read the student role's configuration (no Formgrader, no Create
-  Assignment, no course list, only the students' kernel); instructors' the instructor role's.
+  Assignment, no course list, only the students' kernel); the course account's the instructor
+  role's; any other instructor's or TA's the grader role's: their own server has the course list,
+  which leads to the course's shared Formgrader, the hub service ``rbtutor`` run as the course's
+  account in its folder (as nbgrader's demo of one class with several graders does), since their
+  own home holds no course.
 * Two services run beside the hub: the instant checks (rbtutor.course.checks, as the
   instructor) and the personalising Fetch (rbtutor.course.fetch_service, as its own account
   hubctl.FETCH_USER), which gives each student the released notebook with their own numbers;
@@ -60,6 +64,7 @@ else:  # LTI 1.3 (rbtutor.lms.authenticator): whoever the LMS launches and the c
     _lti.keys_folder = str(hubctl.LTI_KEYS)
     _lti.instructor_group, _lti.student_group = hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP
     _lti.make_account = hubctl.create_lms_account
+    _lti.formgrader_url = f"/services/{hubctl.COURSE_ID}/formgrader"  # the course's shared Formgrader (below)
     # a student's first launch of an assignment fetches it as the Fetch button would, then opens it
     _lti.fetch_argv = [str(hubctl.STUDENT_VENV / "bin" / "nbgrader"), "fetch_assignment", "{assignment}"]
     _lti.fetch_env = {"PATH": f"{hubctl.STUDENT_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
@@ -104,16 +109,14 @@ c.Spawner.server_token_scopes = [
     "read:users:groups!user",  # nbgrader's JupyterHubAuthPlugin: which courses this user is in
     "access:services!service=rbtutor-check",  # check() in the kernel sends this server's token
     "access:services!service=rbtutor-fetch",  # the students' Fetch sends this server's token
+    "list:services", f"read:services!service={hubctl.COURSE_ID}",  # a grader's course list finds the Formgrader
 ]
 
 
-def role_environment(spawner):
-    """The user's role decides which Jupyter configuration their server reads."""
-    groups = {group.name for group in spawner.user.groups}
-    role = "instructor" if hubctl.INSTRUCTOR_GROUP in groups else "student"
-    environment = hubctl.VENV if role == "instructor" else hubctl.STUDENT_VENV
-    spawner.cmd = [str(environment / "bin" / "jupyterhub-singleuser")]
-    spawner.environment.update({
+def server_environment(role: str) -> dict[str, str]:
+    """The environment of a server of ``role`` (hubctl.ROLE_TOOLS): its Jupyter configuration and the course's URLs."""
+    environment = hubctl.STUDENT_VENV if role == "student" else hubctl.VENV
+    env = {
         "JUPYTER_CONFIG_PATH": str(hubctl.ROLE_CONFIG / role),
         "JUPYTER_PATH": str(hubctl.SHARE),
         "PATH": f"{environment / 'bin'}:/usr/local/bin:/usr/bin:/bin",
@@ -122,12 +125,27 @@ def role_environment(spawner):
         "RBTUTOR_ROLE": role,
         "RBTUTOR_CHECK_URL": f"{hubctl.URL}/services/rbtutor-check/",  # where check() posts
         "RBTUTOR_FETCH_URL": f"{hubctl.URL}/services/rbtutor-fetch/",  # where Fetch asks for the own numbers
-    })
-    url = hubctl.gradebook_url()  # make hub GRADEBOOK=postgres: the Formgrader grades into PostgreSQL
-    if role == "instructor" and url:
-        spawner.environment["RBTUTOR_GRADEBOOK"] = url
-    if role == "instructor":  # where the fetch service reads the due dates: grade and generate keep it current
-        spawner.environment["RBTUTOR_DUE_DATES"] = str(hubctl.DUE_DATES)
+    }
+    if role == "instructor":  # the course's account: the gradebook, and the due dates the fetch service reads
+        url = hubctl.gradebook_url()  # make hub GRADEBOOK=postgres: the Formgrader grades into PostgreSQL
+        if url:
+            env["RBTUTOR_GRADEBOOK"] = url
+        env["RBTUTOR_DUE_DATES"] = str(hubctl.DUE_DATES)  # grade and generate keep it current
+    return env
+
+
+def role_environment(spawner):
+    """The user's role decides which environment and Jupyter configuration their server gets: the course's
+    account (the first of hubctl.INSTRUCTORS, whose home holds the course) is the instructor, any other
+    member of the instructors' group a grader, the rest students."""
+    groups = {group.name for group in spawner.user.groups}
+    if hubctl.INSTRUCTOR_GROUP in groups:
+        role = "instructor" if spawner.user.name == hubctl.INSTRUCTORS[0] else "grader"  # whose the course is
+    else:
+        role = "student"
+    env = server_environment(role)
+    spawner.cmd = [str(Path(env["RBTUTOR_ENV_BIN"]) / "jupyterhub-singleuser")]
+    spawner.environment.update(env)
 
 
 c.Spawner.pre_spawn_hook = role_environment
@@ -155,5 +173,20 @@ _fetch_service, _fetch_roles = fetch_service.service_entry(
     user=hubctl.FETCH_USER, releasers=list(hubctl.INSTRUCTORS), url=hubctl.FETCH_URL, due_dates=hubctl.DUE_DATES,
     late_percent_per_day=_late_share)
 _fetch_roles[0]["groups"] = [hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP]
-c.JupyterHub.services = [_check_service, _fetch_service, *_lms_services]
-c.JupyterHub.load_roles = [*_check_roles, *_fetch_roles]
+
+# the course's shared Formgrader at /services/rbtutor/ (nbgrader's set-up for one class with several
+# graders): a JupyterLab run as the course's account in the course folder, which every member of the
+# instructors' group may open; the LMS's instructors and TAs, whose own accounts hold no course, grade here
+_grading_service = {"name": hubctl.COURSE_ID, "url": hubctl.GRADING_URL, "user": hubctl.INSTRUCTORS[0],
+                    "cwd": str(hubctl.course_folder()), "oauth_no_confirm": True,
+                    "command": [str(hubctl.VENV / "bin" / "jupyterhub-singleuser")],
+                    "environment": {**server_environment("instructor"), "JUPYTERHUB_DEFAULT_URL": "/lab"}}
+_grading_roles = [{"name": f"{hubctl.COURSE_ID}-graders", "groups": [hubctl.INSTRUCTOR_GROUP],
+                   "scopes": [f"access:services!service={hubctl.COURSE_ID}", "list:services",
+                              f"read:services!service={hubctl.COURSE_ID}"]},
+                  # nbgrader's JupyterHubAuthPlugin in the service asks which courses its own account is in
+                  {"name": f"{hubctl.COURSE_ID}-formgrader-service", "services": [hubctl.COURSE_ID],
+                   "scopes": [f"read:users:name!user={hubctl.INSTRUCTORS[0]}",
+                              f"read:users:groups!user={hubctl.INSTRUCTORS[0]}"]}]
+c.JupyterHub.services = [_check_service, _fetch_service, _grading_service, *_lms_services]
+c.JupyterHub.load_roles = [*_check_roles, *_fetch_roles, *_grading_roles]

@@ -4,7 +4,9 @@ The LMS is a real LTI 1.3 platform (tests/lti_platform: lti1p3platform under uvi
 registered as its tool (the URLs the operator's guide lists). A student clicks the assignment's
 link on their course page in the LMS and arrives in JupyterLab with their own copy of the
 assignment open, logged in on a Unix account made for them from their LMS login id, in the
-students' group; the instructor's click lands in the Formgrader's page of that assignment; a
+students' group; the instructor's click lands in the page of that assignment in the course's
+shared Formgrader (the hub service run as the course's account: the LMS made the instructor an
+account of their own, which holds no course), and their own JupyterLab's course list leads there; a
 launch whose id_token has expired is refused with its reason and makes no account. The tool's
 public keys are served at /hub/lti13/jwks. After the test the hub goes back to PAM log-in.
 
@@ -15,7 +17,8 @@ and submit in JupyterLab; the instructor collects, grades and releases (``rbtuto
 ``return-feedback``, as the ``instructor`` account, which only queues the grades: the tool keys are
 root's) and the hub's LMS sender posts them. The platform's own score store then holds each
 student's score as grades.csv has it, out of the assignment's points, ``PendingManual``; after the
-written parts are graded and the feedback released again during an outage of the platform (503),
+written parts are graded by the LMS's instructor in the shared Formgrader and the feedback released
+again during an outage of the platform (503),
 ``rbtutor lms status`` shows the grades pending, and once the platform is back they arrive
 ``FullyGraded``. Last the roster: a new member and a removed one on the platform, ``rbtutor lms
 roster`` (as root), and the gradebook's students and LMS users follow the platform's members, the
@@ -66,6 +69,8 @@ pytestmark = pytest.mark.xdist_group("machine")
 
 SHOTS = ROOT / "test-artifacts" / "lti-hub"
 LMS_ACCOUNTS = {STUDENT1: "skovalevskaya", STUDENT2: "jlagrange", INSTRUCTOR: "leuler"}
+SHARED = f"{hubctl.URL}/services/{hubctl.COURSE_ID}"  # the course's shared Formgrader (a hub service)
+FORMGRADER = f"/services/{hubctl.COURSE_ID}/formgrader"
 TOOL = {"oidc_login_url": f"{hubctl.URL}/hub/lti13/oauth_login",
         "redirect_uris": [f"{hubctl.URL}/hub/lti13/oauth_callback"],
         "target_link_uri": f"{hubctl.URL}/hub/", "jwks_url": f"{hubctl.URL}/hub/lti13/jwks"}
@@ -214,14 +219,29 @@ def test_a_student_launch_lands_in_their_own_copy_of_the_assignment(lti_hub, bro
     assert fetched.read_text() != released, "the student got the released (reference) numbers, not their own"
 
 
-def test_an_instructor_launch_lands_in_the_formgrader(lti_hub, browser):
+def test_an_instructor_launch_lands_in_the_courses_shared_formgrader(lti_hub, browser):
+    """The LMS's instructor has an account of their own, which holds no course: their launch lands in the
+    course's shared Formgrader (the hub service run as the course's account), which lists the released
+    assignment; their own JupyterLab has no Formgrader of its own, and its course list leads there."""
     account = LMS_ACCOUNTS[INSTRUCTOR]
     context, page = click_launch(browser, lti_hub, INSTRUCTOR, "Problem 3")
     try:
         waited(page, "the Formgrader's page of the assignment",
-               lambda: page.wait_for_url(f"**/user/{account}/formgrader/manage_submissions/{ASSIGNMENT}**"))
+               lambda: page.wait_for_url(f"**{FORMGRADER}/manage_submissions/{ASSIGNMENT}**"))
         waited(page, "the Formgrader's menu", lambda: page.wait_for_selector("text=Manage Assignments"))
+        waited(page, "the submissions loaded", lambda: page.wait_for_selector("text=Loading, please wait",
+                                                                               state="detached"))
         page.screenshot(path=str(SHOTS / "03-instructor-lands-in-the-formgrader.png"))
+        listed = server_call(context, page, SHARED, "GET", "formgrader/api/assignments").json()
+        assert ASSIGNMENT in {row["name"] for row in listed}, listed
+        page.goto(f"{hubctl.URL}/hub/user-redirect/lab")
+        waited(page, "the instructor's own JupyterLab", lambda: page.wait_for_url(f"**/user/{account}/lab**"))
+        own = f"{hubctl.URL}/user/{account}"
+        assert server_call(context, page, own, "GET", "formgrader/").status == 404, "an own, empty Formgrader"
+        courses = server_call(context, page, own, "GET", "formgraders").json()
+        assert courses["success"], courses
+        assert [(c["course_id"], c["url"]) for c in courses["value"]] == \
+            [(hubctl.COURSE_ID, f"{hubctl.URL}/services/{hubctl.COURSE_ID}/lab?formgrader=true")], courses
     finally:
         context.close()
     assert hubctl.user_exists(account)
@@ -236,9 +256,9 @@ def assignment_points() -> float:
                if cell.get("metadata", {}).get("nbgrader", {}).get("grade"))
 
 
-def server_call(context, page, account: str, method: str, path: str, data=None):
-    """A call to the user's Jupyter server with this browser's cookies and the server's XSRF token."""
-    base = f"{hubctl.URL}/user/{account}"
+def server_call(context, page, base: str, method: str, path: str, data=None):
+    """A call to the Jupyter server at ``base`` (a user's, or the shared Formgrader's) with this browser's
+    cookies and the server's XSRF token."""
     cookies = [c for c in context.cookies(base + "/") if c["name"] == "_xsrf"]
     xsrf = max(cookies, key=lambda c: len(c["path"]))["value"] if cookies else ""
     return page.request.fetch(f"{base}/{path}", method=method, headers={"X-XSRFToken": xsrf},
@@ -276,8 +296,9 @@ def launch_and_submit(browser, platform, sub: str, sign_error: bool) -> None:
         waited(page, "the notebook's cells", lambda: page.wait_for_selector(".jp-NotebookPanel .jp-Cell"))
         page.goto(f"{hubctl.URL}/user/{account}/api/status")  # out of JupyterLab while the file changes
         path = f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
-        notebook = answered(server_call(context, page, account, "GET", path).json()["content"], sign_error)
-        put = server_call(context, page, account, "PUT", path,
+        own = f"{hubctl.URL}/user/{account}"
+        notebook = answered(server_call(context, page, own, "GET", path).json()["content"], sign_error)
+        put = server_call(context, page, own, "PUT", path,
                           {"type": "notebook", "format": "json", "content": notebook})
         assert put.status in (200, 201), put.text()
         page.goto(f"{hubctl.URL}/user/{account}/lab")
@@ -327,26 +348,26 @@ def all_with(progress: str, subs):
     return lambda scores: all(scores.get(sub, {}).get("gradingProgress") == progress for sub in subs)
 
 
-def grade_written_parts(points_each: float) -> float:
-    """Every part still to grade by hand scored ``points_each`` of its points, as the Formgrader's save does
-    (through nbgrader's gradebook, as the instructor); the points given per student."""
-    code = f"""
-import json
-from nbgrader.api import Gradebook
-from rbtutor.course.layout import CourseLayout
-given = {{}}
-with Gradebook(CourseLayout('.').gradebook_url) as gradebook:
-    for submission in gradebook.assignment_submissions({ASSIGNMENT!r}):
-        for notebook in submission.notebooks:
-            for grade in notebook.grades:
-                if grade.needs_manual_grade:
-                    grade.manual_score = {points_each} * grade.max_score
-                    grade.needs_manual_grade = False
-                    given[submission.student_id] = given.get(submission.student_id, 0) + grade.manual_score
-    gradebook.db.commit()
-print(json.dumps(given))
-"""
-    given = json.loads(as_instructor("python", "-c", code).stdout.strip().splitlines()[-1])
+def grade_written_parts(browser, platform, share: float) -> float:
+    """The LMS's instructor scores every part still to grade by hand ``share`` of its points, in the course's
+    shared Formgrader (its API, as the Formgrader's page saves a score); the points given per student."""
+    context, page = click_launch(browser, platform, INSTRUCTOR, "Problem 3")
+    given = {}
+    try:
+        waited(page, "the shared Formgrader", lambda: page.wait_for_url(f"**{FORMGRADER}/manage_submissions/**"))
+        notebooks = server_call(context, page, SHARED, "GET",
+                                f"formgrader/api/submitted_notebooks/{ASSIGNMENT}/{ASSIGNMENT}").json()
+        for notebook in notebooks:
+            grades = server_call(context, page, SHARED, "GET", f"formgrader/api/grades?submission_id={notebook['id']}")
+            for grade in grades.json():
+                if grade["needs_manual_grade"]:
+                    saved = server_call(context, page, SHARED, "PUT", f"formgrader/api/grade/{grade['id']}",
+                                        {"manual_score": share * grade["max_score"], "extra_credit": None})
+                    assert saved.status == 200, saved.text()
+                    assert not saved.json()["needs_manual_grade"], saved.text()
+                    given[notebook["student"]] = given.get(notebook["student"], 0) + share * grade["max_score"]
+    finally:
+        context.close()
     assert set(given) == {LMS_ACCOUNTS[STUDENT1], LMS_ACCOUNTS[STUDENT2]}, given
     assert len(set(given.values())) == 1, given
     return next(iter(given.values()))
@@ -390,7 +411,7 @@ def test_grades_roster_and_placing_through_the_lms(lti_hub, browser):
     assert scores[STUDENT1]["scoreGiven"] > scores[STUDENT2]["scoreGiven"], scores  # the sign error cost points
 
     # --- the written parts graded, released again while the platform is down: pending, then sent
-    given = grade_written_parts(0.5)
+    given = grade_written_parts(browser, platform, 0.5)
     platform.fault("503", count=100_000, path="/ags/")
     as_instructor("python", "-m", "rbtutor.course", "return-feedback")
     deadline = time.monotonic() + 180
@@ -413,9 +434,6 @@ def test_grades_roster_and_placing_through_the_lms(lti_hub, browser):
         assert scores[sub]["activityProgress"] == "Completed", scores
     status = as_instructor("python", "-m", "rbtutor", "lms", "status").stdout
     assert re.search(rf"^{ASSIGNMENT}\s+2\s+0\s+0\s+0$", status, re.M), status
-    (SHOTS / "release-to-platform.txt").write_text(
-        f"release (return-feedback done) to both scores in the platform's store: {first_delay:.1f} s "
-        f"(the hub's LMS sender looks every {hubctl.LMS_SEND_EVERY} s)\n")
 
     # --- the roster: a new member and a removed one on the platform
     platform.add_member("stu-8e21", "Emmy Noether", "emmy.noether@uni.example", "enoether")
@@ -424,6 +442,10 @@ def test_grades_roster_and_placing_through_the_lms(lti_hub, browser):
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert "1 marked inactive (jlagrange)" in listed.stdout, listed.stdout
     check_roster(platform)
+
+    (SHOTS / "release-to-platform.txt").write_text(
+        f"release (return-feedback done) to both scores in the platform's store: {first_delay:.1f} s "
+        f"(the hub's LMS sender looks every {hubctl.LMS_SEND_EVERY} s)\n")
 
 
 def check_roster(platform) -> None:

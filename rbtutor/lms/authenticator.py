@@ -22,7 +22,9 @@ gradebook (:mod:`rbtutor.lms.store`), all before any account exists. Then:
   JupyterLab, fetched for them first when they have no copy yet (:attr:`~CourseLTIAuthenticator.fetch_argv`
   run as the student, with a short-lived token of theirs that may reach the personalising
   service, so they get their own numbers as with the Fetch button); an instructor into the
-  Formgrader's page of the assignment; a link that names no assignment to JupyterLab.
+  Formgrader's page of the assignment (the course's shared Formgrader,
+  :attr:`~CourseLTIAuthenticator.formgrader_url`: an account the LMS made holds no course of its
+  own); a link that names no assignment to JupyterLab.
 
 The tool's public keys are served at ``/hub/lti13/jwks`` (:mod:`rbtutor.lms.keys`). A refused
 launch is answered 403, "LTI log-in refused", with its one-line reason.
@@ -158,6 +160,9 @@ class CourseLTIAuthenticator(LTI13Authenticator):
     leeway = Integer(60, config=True, help="Seconds of clock skew allowed on the id_token's times.")
     make_account = Callable(None, allow_none=True, config=True,
                             help="make_account(name): makes the Unix account of a new LMS user; None: it must exist.")
+    formgrader_url = Unicode("", config=True,
+                             help="Where an instructor's launch goes: the course's shared Formgrader (on the hub, the "
+                                  "service /services/<course>/formgrader); empty: the Formgrader of their own server.")
     fetch_argv = List(Unicode(), config=True,
                       help="The command that fetches an assignment for a student, run as the student in their home; "
                            "'{assignment}' is replaced. Empty: no fetch at launch.")
@@ -234,8 +239,8 @@ class CourseLTIAuthenticator(LTI13Authenticator):
         """Where the browser goes after a launch (see the module's docstring)."""
         name = launch.assignment
         if launch.role == "instructor":
-            page = ["formgrader", "manage_submissions", name] if name else ["formgrader"]
-            return url_path_join(hub_base, "user-redirect", *page)
+            formgrader = self.formgrader_url or url_path_join(hub_base, "user-redirect", "formgrader")
+            return url_path_join(formgrader, "manage_submissions", name) if name else formgrader
         lab = url_path_join(hub_base, "user-redirect", "lab")
         if not name:
             return lab
