@@ -22,7 +22,8 @@ again during an outage of the platform (503),
 ``rbtutor lms status`` shows the grades pending, and once the platform is back they arrive
 ``FullyGraded``. Last the roster: a new member and a removed one on the platform, ``rbtutor lms
 roster`` (as root), and the gradebook's students and LMS users follow the platform's members, the
-removed one marked inactive. The time from release to scores in the platform is written to
+removed one marked inactive. Last, 28 more students join, are graded and released: the time from
+release to the 30 scores in the platform is written, with the two students' of the term, to
 test-artifacts/lti-hub*/release-to-platform.txt. The module runs once with a SQLite and once with a
 PostgreSQL gradebook, as tests/test_hub.py.
 
@@ -443,9 +444,50 @@ def test_grades_roster_and_placing_through_the_lms(lti_hub, browser):
     assert "1 marked inactive (jlagrange)" in listed.stdout, listed.stdout
     check_roster(platform)
 
+    # --- a class of 30: the time from release to scores in the platform
+    thirty = release_to_a_class_of_30(platform, line_item, points)
     (SHOTS / "release-to-platform.txt").write_text(
-        f"release (return-feedback done) to both scores in the platform's store: {first_delay:.1f} s "
+        f"release (return-feedback done) to both scores in the platform's store: {first_delay:.1f} s\n"
+        f"release (the LMS step of `rbtutor feedback`) to 30 scores in the platform's store: {thirty:.1f} s\n"
         f"(the hub's LMS sender looks every {hubctl.LMS_SEND_EVERY} s)\n")
+
+
+def release_to_a_class_of_30(platform, line_item: str, points: float) -> float:
+    """28 more students on the platform, in the roster, graded (a share of the points each, written parts
+    included); the release of their grades (the LMS step of ``rbtutor feedback``, as the instructor)
+    timed until the platform holds all 30 scores, posted by the hub's sender. The seconds it took."""
+    added = [f"stu-{n:04d}" for n in range(3, 31)]
+    for n, sub in enumerate(added, start=3):
+        platform.add_member(sub, f"Student Number{n}", f"s{n}@uni.example", f"s{n:02d}")
+    listed = as_root_lms("roster")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    accounts = [f"s{n:02d}" for n in range(3, 31)]
+    share = {account: (n % 5) / 4 for n, account in enumerate(accounts)}
+    code = f"""
+import json
+from nbgrader.api import Gradebook
+from rbtutor.course.layout import CourseLayout
+share = json.loads({json.dumps(json.dumps(share))})
+with Gradebook(CourseLayout('.').gradebook_url) as gradebook:
+    for account, part in share.items():
+        for notebook in gradebook.add_submission({ASSIGNMENT!r}, account).notebooks:
+            for grade in notebook.grades:
+                grade.manual_score, grade.needs_manual_grade = part * grade.max_score, False
+    gradebook.db.commit()
+"""
+    as_instructor("python", "-c", code)
+    release = "from rbtutor.course.layout import CourseLayout; from rbtutor.course.release import release_grades; " \
+              "raise SystemExit(release_grades(CourseLayout('.')))"
+    started = time.monotonic()
+    released = as_instructor("python", "-c", release)
+    assert "the hub's LMS sender posts them" in released.stdout, released.stdout + released.stderr
+    everyone = [STUDENT1, STUDENT2, *added]
+    scores = wait_for_scores(platform, line_item, lambda got: all(sub in got for sub in everyone), "30 scores")
+    seconds = time.monotonic() - started
+    for n, sub in enumerate(added, start=3):
+        assert scores[sub]["scoreGiven"] == pytest.approx(share[f"s{n:02d}"] * points), (sub, scores[sub])
+        assert scores[sub]["gradingProgress"] == "FullyGraded", scores[sub]
+    return seconds
 
 
 def check_roster(platform) -> None:
