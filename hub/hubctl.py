@@ -2,9 +2,10 @@
 
 ``python3 hub/hubctl.py up`` (as root; it refuses otherwise) does, each step only when needed:
 
-* Unix accounts ``instructor`` and ``student1`` ... ``student3`` with private homes (0700) and
-  random passwords set with ``chpasswd``; the passwords are written to :data:`PASSWORDS`
-  (readable by root only) so that the administrator can hand them out;
+* Unix accounts ``instructor`` and the students (the ids of :data:`CLASS_LIST`, or ``student1``
+  ... ``student3`` without one) with private homes (0700) and random passwords set with
+  ``chpasswd``; the passwords are written to :data:`PASSWORDS` (readable by root only) so that
+  the administrator can hand them out;
 * the course environment, :data:`VENV`, which runs the hub, the instructor's server and the
   hub's services: a virtual environment with rbtutor installed from a copy of the package
   (``pip install .[course,hub]`` with the pinned versions of ``constraints.txt``), not the
@@ -111,6 +112,8 @@ SYSTEMD_UNITS = Path("/etc/systemd/system")  # where systemd runs: the hub's and
 HUB_UNIT = "rbtutor-hub.service"
 PG_UNIT = "rbtutor-postgres.service"
 PASSWORDS = Path("/etc/rbtutor/hub-passwords.json")
+#: the class: one student id a line (``#`` starts a comment); when the file is missing, :data:`STUDENTS`
+CLASS_LIST = Path("/etc/rbtutor/students.txt")
 #: where an earlier set-up put the hub's nbgrader configuration, read by every environment
 LEGACY_NBGRADER_CONFIG = Path("/etc/jupyter/nbgrader_config.py")
 URL = "http://127.0.0.1:8000"
@@ -184,7 +187,18 @@ def course_folder() -> Path:
     return home(INSTRUCTORS[0]) / "course"
 
 
-def check_student_ids(names=STUDENTS, python: Path | str | None = None) -> None:
+def students(class_list: Path | None = None) -> tuple[str, ...]:
+    """The course's students: the ids of :data:`CLASS_LIST` (one a line, in order, each once), or
+    :data:`STUDENTS` when there is no such file. The ids are checked by :func:`check_student_ids`."""
+    try:
+        text = (class_list or CLASS_LIST).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return STUDENTS
+    names = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
+def check_student_ids(names=None, python: Path | str | None = None) -> None:
     """Refuse student names that are not acceptable student ids, before any account is made.
 
     The rule is rbtutor's own (:func:`rbtutor.grading.student_ids.check_id`: no reserved name
@@ -192,6 +206,7 @@ def check_student_ids(names=STUDENTS, python: Path | str | None = None) -> None:
     ``python`` (the course environment, which has rbtutor; this script has only the standard
     library). A student may not share a name with an instructor or the service account either.
     """
+    names = students() if names is None else names
     python = python or VENV / "bin" / "python"
     code = ("import sys\nfrom rbtutor.grading.student_ids import check_id\n"
             "for name in sys.argv[1:]:\n"
@@ -203,7 +218,8 @@ def check_student_ids(names=STUDENTS, python: Path | str | None = None) -> None:
     problems += [f"expected a student id, got {name!r}: it is also an instructor or service account"
                  for name in names if name in (*INSTRUCTORS, FETCH_USER)]
     if problems:
-        raise HubError("hub/hubctl.py STUDENTS holds names no student may have:\n  " + "\n  ".join(problems))
+        source = CLASS_LIST if CLASS_LIST.exists() else "hub/hubctl.py STUDENTS"
+        raise HubError(f"{source} holds names no student may have:\n  " + "\n  ".join(problems))
 
 
 def in_group(user: str, group: str) -> bool:
@@ -235,7 +251,7 @@ def ensure_accounts() -> dict[str, str]:
     check_student_ids()
     PASSWORDS.parent.mkdir(parents=True, exist_ok=True)
     known = json.loads(PASSWORDS.read_text()) if PASSWORDS.exists() else {}
-    for name in (*INSTRUCTORS, *STUDENTS):
+    for name in (*INSTRUCTORS, *students()):
         if not user_exists(name):
             run("useradd", "--create-home", "--shell", "/bin/bash", name)
             known.pop(name, None)

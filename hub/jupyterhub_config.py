@@ -45,12 +45,14 @@ c.ConfigurableHTTPProxy.pid_file = str(hubctl.STATE / "proxy.pid")
 
 from rbtutor.course.settings import load_settings  # noqa: E402
 
+_students = hubctl.students()  # /etc/rbtutor/students.txt, or the demo's student1..3
+
 _lms = load_settings(hubctl.course_folder()).lms  # course.toml's [lms]: log-in from the LMS; none: PAM
 _lms_services = []  # with [lms]: the LMS sender
 if _lms is None:
     c.JupyterHub.authenticator_class = "pam"
     c.PAMAuthenticator.open_sessions = False  # no login sessions (systemd-logind) for a notebook server
-    c.Authenticator.allowed_users = {*hubctl.INSTRUCTORS, *hubctl.STUDENTS}
+    c.Authenticator.allowed_users = {*hubctl.INSTRUCTORS, *_students}
 else:  # LTI 1.3 (rbtutor.lms.authenticator): whoever the LMS launches and the course's checks admit
     from rbtutor.lms.keys import ToolKeys
 
@@ -87,11 +89,11 @@ else:  # LTI 1.3 (rbtutor.lms.authenticator): whoever the LMS launches and the c
                                   str(hubctl.course_folder()), "sync", "--every", str(hubctl.LMS_SEND_EVERY)]}]
 from rbtutor.grading.student_ids import check_id  # noqa: E402
 
-for _student in hubctl.STUDENTS:  # a reserved or malformed id never becomes a hub user
+for _student in _students:  # a reserved or malformed id never becomes a hub user
     check_id(_student)
 c.JupyterHub.load_groups = {
     hubctl.INSTRUCTOR_GROUP: {"users": list(hubctl.INSTRUCTORS)},
-    hubctl.STUDENT_GROUP: {"users": list(hubctl.STUDENTS)},
+    hubctl.STUDENT_GROUP: {"users": list(_students)},
 }
 
 c.JupyterHub.spawner_class = "course_spawner.CourseSpawner"  # LocalProcessSpawner that says how far a start is

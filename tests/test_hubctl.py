@@ -44,6 +44,19 @@ def test_reserved_and_malformed_student_names_are_refused_before_any_account(nam
     assert "student1" not in str(refused.value).split(":", 1)[1], refused.value
 
 
+def test_the_class_list_names_the_students_and_its_absence_the_demos(tmp_path, monkeypatch):
+    listed = tmp_path / "students.txt"
+    monkeypatch.setattr(hubctl, "CLASS_LIST", listed)
+    assert hubctl.students() == hubctl.STUDENTS  # no file: the demo's three
+    listed.write_text("# the class of 2027\nada.l  # Ada Lovelace\n\n  emmy\nada.l\nsofia-k\n")
+    assert hubctl.students() == ("ada.l", "emmy", "sofia-k")  # in order, each once, comments dropped
+    listed.write_text("emmy\nreference\n")
+    with pytest.raises(hubctl.HubError) as refused:
+        hubctl.check_student_ids(python=sys.executable)
+    assert str(refused.value).startswith(f"{listed} holds names no student may have"), refused.value
+    assert "reference" in str(refused.value), refused.value
+
+
 def test_a_terminal_login_shell_keeps_its_servers_environment_first(tmp_path, monkeypatch):
     script = tmp_path / "rbtutor-hub.sh"
     monkeypatch.setattr(hubctl, "PROFILE_SCRIPT", script)
