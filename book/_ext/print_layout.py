@@ -307,6 +307,12 @@ FILL_PAGES_JS = r"""
     const page = pages[span.dataset.entry];
     if (page !== undefined && page !== null) { span.textContent = String(page); filled += 1; }
   }
+  // laid out again from scratch: after Chromium's own re-layout of a few changed digits, a heading at
+  // the foot of a page went to the next page and back, print after print, and the numbers never settled
+  document.body.style.display = 'none';
+  void document.body.offsetHeight;
+  document.body.style.display = '';
+  void document.body.offsetHeight;
   return filled;
 })(%PAGES%)
 """
