@@ -10,6 +10,7 @@ Printing needs Chromium: without it these tests are skipped locally and fail in 
 from __future__ import annotations
 
 import doctest
+import functools
 import html
 import os
 import re
@@ -134,8 +135,15 @@ def prose(singlehtml: Path):
     return PdfReader(print_edition(singlehtml, "prose"))
 
 
+@functools.cache
+def page_texts(reader) -> tuple[str, ...]:
+    """The text of each page of a PDF, extracted once a run: pypdf takes about 30 s for a whole edition,
+    and several tests read the student's."""
+    return tuple(page.extract_text() or "" for page in reader.pages)
+
+
 def pdf_text(reader) -> str:
-    return "\n".join(page.extract_text() or "" for page in reader.pages)
+    return "\n".join(page_texts(reader))
 
 
 def prose_text(reader) -> list[str]:
@@ -227,7 +235,7 @@ def test_contents_list_has_the_right_page_numbers(student):
     """The printed contents list gives, for each chapter, the page its outline entry points to."""
     entries = outline_entries(student)
     first_chapter = min(page for _, _, page in entries)  # the contents list runs until the book starts
-    front = "\n".join((student.pages[i].extract_text() or "") for i in range(first_chapter - 1))
+    front = "\n".join(page_texts(student)[:first_chapter - 1])
     assert "Contents" in front
     checked, position = 0, 0
     for depth, title, page in entries:
@@ -260,7 +268,7 @@ def test_text_stays_inside_the_page(student):
 def test_pdf_has_the_whole_book(student):
     """The student edition has pages, the text of the chapters and the reference pages, figures,
     internal links (cross-references and the outline) and no raw TeX."""
-    pages = [page.extract_text() or "" for page in student.pages]
+    pages = page_texts(student)
     text = "\n".join(pages)
     assert len(pages) >= 40, f"only {len(pages)} pages"
     for needle in ["Euler parameters", "The 13-state model", "Coriolis", "Glossary", "References",
