@@ -196,9 +196,11 @@ def test_the_postgres_unit_starts_the_server_and_its_kill_signal_stops_it(deploy
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_the_instructor_s_server_names_the_due_dates_the_fetch_service_reads(monkeypatch, tmp_path):
-    """``grade`` and ``generate`` in the instructor's server keep that file the course's own
-    (:func:`rbtutor.course.late.publish_due_dates`); a student's server is not told where it is."""
+def test_each_role_s_server_gets_its_configuration_and_only_the_instructor_the_due_dates(monkeypatch, tmp_path):
+    """``grade`` and ``generate`` in the instructor's server keep the due dates the course's own
+    (:func:`rbtutor.course.late.publish_due_dates`); a student's server is not told where they are,
+    nor is a grader's (another member of the instructors' group, whose home holds no course: they
+    grade in the shared Formgrader)."""
     from types import SimpleNamespace
 
     from traitlets.config import Config
@@ -209,12 +211,22 @@ def test_the_instructor_s_server_names_the_due_dates_the_fetch_service_reads(mon
     source = ROOT / "hub" / "jupyterhub_config.py"
     exec(compile(source.read_text(), str(source), "exec"), {"get_config": lambda: config, "__file__": str(source)})
     environments = {}
-    for group in (hubctl.INSTRUCTOR_GROUP, hubctl.STUDENT_GROUP):
-        spawner = SimpleNamespace(user=SimpleNamespace(groups=[SimpleNamespace(name=group)]), environment={})
+    for name, group in ((hubctl.INSTRUCTORS[0], hubctl.INSTRUCTOR_GROUP), ("leuler", hubctl.INSTRUCTOR_GROUP),
+                        ("student1", hubctl.STUDENT_GROUP)):
+        spawner = SimpleNamespace(user=SimpleNamespace(name=name, groups=[SimpleNamespace(name=group)]),
+                                  environment={})
         config.Spawner.pre_spawn_hook(spawner)
-        environments[group] = spawner.environment
-    assert environments[hubctl.INSTRUCTOR_GROUP]["RBTUTOR_DUE_DATES"] == str(hubctl.DUE_DATES)
-    assert "RBTUTOR_DUE_DATES" not in environments[hubctl.STUDENT_GROUP]
+        environments[name] = spawner.environment
+    roles = {name: env["RBTUTOR_ROLE"] for name, env in environments.items()}
+    assert roles == {hubctl.INSTRUCTORS[0]: "instructor", "leuler": "grader", "student1": "student"}
+    for name, role in roles.items():
+        assert environments[name]["JUPYTER_CONFIG_PATH"] == str(hubctl.ROLE_CONFIG / role)
+    assert environments[hubctl.INSTRUCTORS[0]]["RBTUTOR_DUE_DATES"] == str(hubctl.DUE_DATES)
+    assert "RBTUTOR_DUE_DATES" not in environments["leuler"]
+    assert "RBTUTOR_DUE_DATES" not in environments["student1"]
+    shared = next(service for service in config.JupyterHub.services if service["name"] == hubctl.COURSE_ID)
+    assert (shared["user"], shared["cwd"]) == (hubctl.INSTRUCTORS[0], str(tmp_path / "course"))
+    assert shared["environment"]["JUPYTER_CONFIG_PATH"] == str(hubctl.ROLE_CONFIG / "instructor")
 
 
 def test_the_hub_s_nbgrader_config_stays_in_the_hub_s_environments(tmp_path):
