@@ -17,6 +17,7 @@ import http.client
 import io
 import json
 import os
+import re
 import selectors
 import socket
 import subprocess
@@ -663,6 +664,7 @@ def test_a_flood_does_not_hold_up_another_students_check(hub):
     half_sent = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: token {token}\r\n"
                  "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"id\": ").encode()
     opened = time.monotonic()
+    log_before = hub["log"].stat().st_size  # what the hub's log held before the flood
     held_proxy = _half_open(hub["port"], half_sent, 1000)
     held_direct = _half_open(hub["service_port"], f"POST {path} HTTP/1.1\r\nHost: 127.".encode(), 1000)
     body = json.dumps({"id": FLOOD_ID, "value": 1.0}).encode()
@@ -718,6 +720,20 @@ def test_a_flood_does_not_hold_up_another_students_check(hub):
     counted = _refused_from(hub, FLOOD_ID, "student3") - refused_before
     assert hourly <= counted <= sent, (hourly, counted, sent)
     assert hourly > 0, "some of the flood came through to the limit once the held requests were closed"
+    # the hub's log: a few lines of student3's refusals a minute, not one (or two) a refused request
+    from rbtutor.course.hub_service import REFUSALS_LOGGED_PER_MINUTE
+
+    logged: dict[tuple[str, str], int] = {}  # (status, sender): lines
+    with hub["log"].open("rb") as log:
+        log.seek(log_before)
+        for line in log.read().decode(errors="replace").splitlines():
+            refused = re.search(r"\b(4\d\d) POST \S*api/check \S+ \S+ms ?([^:\s]*)", line)
+            if refused:
+                key = (refused.group(1), refused.group(2))
+                logged[key] = logged.get(key, 0) + 1
+    minutes = (time.monotonic() - opened) / 60
+    assert logged.get(("429", "student3"), 0) >= 1, f"student3's refusals, with their sender, not in the log: {logged}"
+    assert all(count <= REFUSALS_LOGGED_PER_MINUTE * (minutes + 2) for count in logged.values()), (logged, sent)
 
 
 # --------------------------------------------------------------------------- the core, directly

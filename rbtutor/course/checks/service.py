@@ -82,7 +82,7 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuth
 from jupyterhub.utils import url_path_join
 from tornado import web
 
-from ..hub_service import serve, service_address
+from ..hub_service import RequestLog, serve, service_address
 from .core import (
     DRAIN_LIMIT,
     INSTRUCTOR_GROUP,
@@ -179,6 +179,12 @@ class HubHandler(HubOAuthenticated, web.RequestHandler):
         message = getattr(exc, "log_message", None) or self._reason
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"error": message}))
+
+    def log_exception(self, typ, value, tb):
+        if isinstance(value, web.HTTPError):  # a refusal: the access log (RequestLog) says it, with its reason
+            self.refusal = value.log_message or ""
+            return
+        super().log_exception(typ, value, tb)
 
 
 @web.stream_request_body
@@ -342,7 +348,7 @@ def make_app(core: CheckCore, prefix: str, instructor_group: str = INSTRUCTOR_GR
         (url_path_join(prefix, "api/check"), CheckHandler, checking),
         (url_path_join(prefix, "stats"), StatsHandler, {**hub, "instructors": InstructorGroup(auth, instructor_group)}),
         (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
-    ], cookie_secret=secrets.token_bytes(32), xsrf_cookies=True)
+    ], cookie_secret=secrets.token_bytes(32), xsrf_cookies=True, log_function=RequestLog())
 
 
 def main() -> int:
