@@ -107,12 +107,6 @@ MACHINE_FILES = frozenset(path.name for path in (ROOT / "tests").glob("test_*.py
                           if 'xdist_group("machine")' in path.read_text(encoding="utf-8"))
 
 
-#: files that take far longer than the rest, started first beside the machine's: test_pdf.py prints three
-#: editions of the book (about 10 min of one worker in the CI runs of 2026-12-06); collected in name order it
-#: started near the end and ran alone while the other worker waited
-LONG_FILES = frozenset({"test_pdf.py"})
-
-
 def scope_of(nodeid: str) -> str:
     """The unit of work a test belongs to: "machine" for the machine's files, else its file."""
     path = nodeid.split("::", 1)[0]
@@ -142,15 +136,13 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)  # after -k/-m have deselected
 def pytest_collection_modifyitems(config, items):
-    """Of the tests selected: the machine's first (the longest run, on one worker), then the
-    :data:`LONG_FILES`, the files that read the built book last; and the book's build started in
-    the background now, so that the workers run the other tests while it is made."""
+    """Of the tests selected: the machine's first (the longest run, on one worker), the files that
+    read the built book last; and the book's build started in the background now, so that the
+    workers run the other tests while it is made."""
     book_files = {item.path for item in items if "built_book" in getattr(item, "fixturenames", ())}
 
     def rank(item) -> int:
-        if scope_of(item.nodeid) == "machine":
-            return 0
-        return 1 if item.path.name in LONG_FILES else 3 if item.path in book_files else 2
+        return 0 if scope_of(item.nodeid) == "machine" else 2 if item.path in book_files else 1
 
     items.sort(key=rank)
     if book_files and not os.environ.get(BOOK_HTML_ENV) and not config.option.collectonly:
