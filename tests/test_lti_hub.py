@@ -4,7 +4,7 @@ The LMS is a real LTI 1.3 platform (tests/lti_platform: lti1p3platform under uvi
 registered as its tool (the URLs the operator's guide lists). A student clicks the assignment's
 link on their course page in the LMS and arrives in JupyterLab with their own copy of the
 assignment open, logged in on a Unix account made for them from their LMS login id, in the
-students' group; the instructor's click lands in the page of that assignment in the course's
+students' group, and refused by the shared Formgrader (below); the instructor's click lands in the page of that assignment in the course's
 shared Formgrader (the hub service run as the course's account: the LMS made the instructor an
 account of their own, which holds no course), and their own JupyterLab's course list leads there; a
 launch whose id_token has expired is refused with its reason and makes no account. The tool's
@@ -210,6 +210,10 @@ def test_a_student_launch_lands_in_their_own_copy_of_the_assignment(lti_hub, bro
         waited(page, "the notebook shown", lambda: page.wait_for_selector(".jp-NotebookPanel .jp-Spinner",
                                                                          state="detached"))
         page.screenshot(path=str(SHOTS / "02-student-lands-in-the-assignment.png"))
+        # the course's shared Formgrader runs as the course account: a student's session is refused there
+        for path in ("formgrader/", "formgrader/api/assignments", "lab", "api/contents/"):
+            denied = page.request.get(f"{SHARED}/{path}")
+            assert denied.status == 403, (path, denied.status, denied.url, denied.text()[:300])
     finally:
         context.close()
     entry = pwd.getpwnam(account)
