@@ -4,11 +4,12 @@ The LMS is a real LTI 1.3 platform (tests/lti_platform: lti1p3platform under uvi
 registered as its tool (the URLs the operator's guide lists). A student clicks the assignment's
 link on their course page in the LMS and arrives in JupyterLab with their own copy of the
 assignment open, logged in on a Unix account made for them from their LMS login id, in the
-students' group, and refused by the shared Formgrader (below); the instructor's click lands in the page of that assignment in the course's
-shared Formgrader (the hub service run as the course's account: the LMS made the instructor an
-account of their own, which holds no course), and their own JupyterLab's course list leads there; a
-launch whose id_token has expired is refused with its reason and makes no account. The tool's
-public keys are served at /hub/lti13/jwks. After the test the hub goes back to PAM log-in.
+students' group, and refused by the shared Formgrader; the instructor's click lands in the page
+of that assignment in the course's shared Formgrader (the hub service run as the course's
+account: the LMS made the instructor an account of their own, which holds no course), and their
+own JupyterLab's course list leads there; a launch whose id_token has expired is refused with its
+reason and makes no account. The tool's public keys are served at /hub/lti13/jwks. After the
+test the hub goes back to PAM log-in.
 
 Then the course's whole term through the LMS (issue 36, item 6): the instructor places problem03
 from the LMS's "add an external tool" (deep linking: the hub's picker, then the platform keeps the
