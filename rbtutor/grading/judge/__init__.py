@@ -6,6 +6,8 @@
 * :mod:`.preprocessor`: the nbgrader preprocessor that judges a notebook's answers and records each verdict.
 
 This package re-exports their public names, so ``from rbtutor.grading.judge import judge`` keeps working.
+The preprocessor's names are imported when first asked for: it needs nbgrader, which the book's kernel on
+the hub lacks, and the book's notes page reads the verdicts' messages there (``hubctl.place_book`` checks).
 """
 
 from .class_keys import (
@@ -16,7 +18,6 @@ from .class_keys import (
     stored_variant,
     write_class_keys,
 )
-from .preprocessor import JudgeAnswers, forget_verdict, recorded_verdict
 from .replies import CHECK_REPLIES, check_reply
 from .verdicts import (
     ERRATA_PAGE,
@@ -39,3 +40,15 @@ __all__ = [
     "forget_verdict", "generic_slips", "judge", "not_accepted", "read_published", "recorded_verdict",
     "stored_class_keys", "stored_variant", "write_class_keys",
 ]
+
+
+_PREPROCESSOR_NAMES = ("JudgeAnswers", "forget_verdict", "recorded_verdict")
+
+
+def __getattr__(name: str):
+    """The preprocessor's names, imported on first use (see the module docstring)."""
+    if name in _PREPROCESSOR_NAMES:
+        from . import preprocessor  # deferred: nbgrader is not in the book's kernel
+
+        return getattr(preprocessor, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
