@@ -199,8 +199,9 @@ export: $(STAMP)
 # The course on a JupyterHub on this machine (root only; hub/hubctl.py says what it sets up).
 # hubctl makes its own environments under /opt/rbtutor from the system python3, not from .venv.
 # GRADEBOOK=postgres: the course gradebook on a PostgreSQL server hubctl starts (several graders).
+# STUDENT_BOOK=1: students may run the book's notebooks there too (manual: operator/hub).
 hub: $(STAMP)
-	$(RBTUTOR) hub up $(if $(GRADEBOOK),--gradebook $(GRADEBOOK))
+	$(RBTUTOR) hub up $(if $(GRADEBOOK),--gradebook $(GRADEBOOK)) $(if $(STUDENT_BOOK),--student-book)
 
 hub-stop: $(STAMP)
 	$(RBTUTOR) hub down

@@ -17,6 +17,10 @@
 * the students' kernel, :data:`KERNEL_VENV`: numpy, scipy, sympy, matplotlib and ipykernel,
   without rbtutor, registered as the kernelspec ``python3`` (the name the assignments use)
   under :data:`SHARE`, which the hub puts first on ``JUPYTER_PATH``;
+* the book's kernel ``rbtutor-book`` (:data:`READER_VENV`: rbtutor, myst-nb and ipykernel) and the
+  built book's notebooks (:data:`BOOK`), which each reader's server start copies into their home's
+  :data:`BOOK_FOLDER`, where the book's launch buttons lead; for the course's account only, unless
+  ``--student-book`` lets every reader run them (:func:`share_book` says what that gives away);
 * the nbgrader exchange :data:`EXCHANGE`, owned by root, mode 1777 (everyone may write, the
   sticky bit keeps one user from removing another's files), as nbgrader's documentation asks;
 * ``etc/jupyter/nbgrader_config.py`` of the hub's two server environments (copied from
@@ -76,6 +80,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -102,6 +107,15 @@ VENV = PREFIX / "venv"  # the hub, the instructor's server and the services: rbt
 STUDENT_VENV = PREFIX / "student"  # the students' single-user servers: no rbtutor in it
 KERNEL_VENV = PREFIX / "kernel"  # the students' kernel: no rbtutor in it
 SHARE = PREFIX / "share" / "jupyter"  # on JUPYTER_PATH: the students' kernelspec
+#: the book's kernel: an environment with rbtutor (the package, no course data) and what the book's pages
+#: import, its kernelspec in its own folder on JUPYTER_PATH of whoever may run the book (:func:`may_run_book`)
+READER_VENV = PREFIX / "reader"
+BOOK_SHARE = PREFIX / "share-book" / "jupyter"
+BOOK_KERNEL = "rbtutor-book"
+#: the built book's notebooks, each set to the book's kernel; a reader's server start copies them into
+#: their home's :data:`BOOK_FOLDER` (where the book's launch buttons, book/_ext/launch_hub.py, lead)
+BOOK = PREFIX / "book"
+BOOK_FOLDER = "rbtutor-book"
 ROLE_CONFIG = PREFIX / "etc"  # ROLE_CONFIG/<role> of ROLE_TOOLS, on JUPYTER_CONFIG_PATH
 STATIC = PREFIX / "static"  # served by the instructor's server under static/: MathJax for the Formgrader
 EXCHANGE = Path("/srv/nbgrader/exchange")
@@ -130,9 +144,13 @@ GRADING_URL = "http://127.0.0.1:10103"
 PROFILE_SCRIPT = Path("/etc/profile.d/rbtutor-hub.sh")
 LTI_KEYS = STATE / "lti-keys"  # with [lms] in course.toml: the tool's signing keys (root only, 0700/0600)
 LMS_SEND_EVERY = 5  # with [lms]: seconds between the LMS sender's looks at the grades outbox
+#: present when students may run the book's notebooks on the hub (``hub up --student-book``)
+STUDENT_BOOK = STATE / "student_book"
 
 STUDENT_KERNEL_PACKAGES = ("numpy", "scipy", "sympy", "matplotlib", "ipykernel")
 STUDENT_SERVER_PACKAGES = ("jupyterhub", "jupyterlab", "nbgrader")
+#: beside rbtutor in the book's kernel: the pages' glue() and the kernel
+BOOK_KERNEL_PACKAGES = ("myst-nb", "ipykernel")
 # JupyterLab's "Jupyter news?" question on every log-in: off for everyone
 QUIET_LAB_PLUGINS = ("@jupyterlab/apputils-extension:announcements",)
 # nbgrader's browser plugins and server extensions that only instructors get
@@ -370,16 +388,21 @@ def protect_package() -> Path:
     """
     import grp
 
-    found = sorted(VENV.glob("lib/python3*/site-packages/rbtutor"))
-    if len(found) != 1:
-        raise HubError(f"expected one rbtutor package in {VENV}, found {[str(f) for f in found]}")
     gid = grp.getgrnam(STAFF_GROUP).gr_gid
-    package = found[0]
+    package = package_folder(VENV)
     for path in [package, *package.rglob("*")]:
         os.lchown(path, 0, gid)
         if not path.is_symlink():
             os.chmod(path, 0o750 if path.is_dir() else 0o640)
     return package
+
+
+def package_folder(venv: Path) -> Path:
+    """The rbtutor package installed in ``venv``."""
+    found = sorted(venv.glob("lib/python3*/site-packages/rbtutor"))
+    if len(found) != 1:
+        raise HubError(f"expected one rbtutor package in {venv}, found {[str(f) for f in found]}")
+    return found[0]
 
 
 def purelib(venv: Path) -> Path:
@@ -434,6 +457,124 @@ def ensure_kernel(python: str | None = None) -> None:
             "display_name": "Python 3 (course)", "language": "python",
             "metadata": {"debugger": True}}
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
+
+
+# --- the book on the hub
+def ensure_book_kernel(python: str | None = None) -> None:
+    """The book's kernel :data:`BOOK_KERNEL`: :data:`READER_VENV`, rbtutor (without extras) and
+    :data:`BOOK_KERNEL_PACKAGES`, pinned by constraints.txt, made anew when they or the pins change,
+    else rbtutor refreshed. The course data and its salt are not in the package; who may read the
+    package is :func:`share_book`'s to say.
+    """
+    stamp_file = READER_VENV / ".rbtutor-stamp"
+    wanted = _stamp(CHECKOUT / "constraints.txt", CHECKOUT / "pyproject.toml") + " ".join(BOOK_KERNEL_PACKAGES)
+    pip = [READER_VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+    with tempfile.TemporaryDirectory(prefix="rbtutor-package-") as tmp:
+        source = package_copy(Path(tmp))
+        if not stamp_file.exists() or stamp_file.read_text() != wanted:
+            say(f"installing the book's kernel into {READER_VENV}")
+            run(python or base_python(), "-m", "venv", READER_VENV)
+            run(*pip, "-c", CHECKOUT / "constraints.txt", "pip")
+            constraints = usable_constraints(READER_VENV / "bin" / "python", str(source), *BOOK_KERNEL_PACKAGES)
+            run(*pip, "-c", constraints, source, *BOOK_KERNEL_PACKAGES)
+            stamp_file.write_text(wanted)
+        else:
+            run(*pip, "--no-deps", "--force-reinstall", source)
+    spec_dir = BOOK_SHARE / "kernels" / BOOK_KERNEL
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [str(READER_VENV / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (rbtutor book)", "language": "python", "metadata": {"debugger": True}}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
+
+
+def book_modules(notebooks) -> list[str]:
+    """The modules the code cells of ``notebooks`` (paths of ``.ipynb`` files) import."""
+    found = set()
+    pattern = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([\w., ]+))", re.M)
+    for notebook in notebooks:
+        for cell in json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", []):
+            if cell.get("cell_type") == "code":
+                for source, names in pattern.findall("".join(cell.get("source", ""))):
+                    found.update([source] if source else (name.split()[0] for name in names.split(",") if name.strip()))
+    return sorted(found)
+
+
+def place_book(source: Path, toc: Path = CHECKOUT / "_toc.yml") -> int:
+    """The notebooks of the built book (``source``: its ``_build/html/_sources``) into :data:`BOOK`, each
+    set to run in the book's kernel, which must import every module they import; returns how many.
+    The pages' MyST sources and the table of contents ``toc`` go beside them: the course plan's page
+    reads them (its reading times).
+
+    Raises :class:`HubError` when a module they import does not import in the book's kernel.
+    """
+    notebooks = sorted(path for path in source.rglob("*.ipynb") if ".ipynb_checkpoints" not in path.parts)
+    modules = book_modules(notebooks)
+    probe = subprocess.run([str(READER_VENV / "bin" / "python"), "-I", "-c",
+                            "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)",
+                            *modules], capture_output=True, text=True, cwd="/", env={"MPLBACKEND": "Agg"})
+    if probe.returncode != 0:
+        raise HubError(f"the book's kernel cannot import what the book's notebooks import:\n{probe.stderr[-2000:]}")
+    new = BOOK.with_name(BOOK.name + ".new")
+    shutil.rmtree(new, ignore_errors=True)
+    for notebook in notebooks:
+        target = new / notebook.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        content = json.loads(notebook.read_text(encoding="utf-8"))
+        content.setdefault("metadata", {})["kernelspec"] = {
+            "name": BOOK_KERNEL, "display_name": "Python 3 (rbtutor book)", "language": "python"}
+        target.write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    for page in source.rglob("*.md"):
+        (new / page.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(page, new / page.relative_to(source))
+    shutil.copyfile(toc, new / toc.name)
+    for path in [new, *new.rglob("*")]:  # the public book: everyone may read it
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(BOOK, ignore_errors=True)
+    new.rename(BOOK)
+    return len(notebooks)
+
+
+def share_book(students_too: bool) -> None:
+    """Who may run the book's notebooks on the hub: the course's account always (through
+    :data:`STAFF_GROUP`, as for the course environment's rbtutor); students and the LMS's graders
+    only when ``students_too`` (``hub up --student-book``).
+
+    The boundary is the file mode of the rbtutor package in :data:`READER_VENV`: without the switch,
+    no one outside the group can import it, whatever kernel they make. With it, a student's book
+    kernel holds rbtutor, whose functions compute the answers to their own numbers: the manual says so.
+    """
+    import grp
+
+    gid = grp.getgrnam(STAFF_GROUP).gr_gid
+    package = package_folder(READER_VENV)
+    for path in [package, *package.rglob("*")]:
+        os.lchown(path, 0, gid)
+        if not path.is_symlink():
+            mode = 0o755 if path.is_dir() else 0o644
+            os.chmod(path, mode if students_too else mode & 0o770)
+    if students_too:
+        STUDENT_BOOK.write_text("students may run the book's notebooks (hub up --student-book)\n")
+    else:
+        STUDENT_BOOK.unlink(missing_ok=True)
+
+
+def may_run_book(role: str) -> bool:
+    """Whether a server of ``role`` (:data:`ROLE_TOOLS`) offers the book's kernel and gets the book."""
+    return role == "instructor" or STUDENT_BOOK.exists()
+
+
+def ensure_book(students_too: bool, source: Path = CHECKOUT / "_build" / "html" / "_sources") -> None:
+    """The book on the hub: its kernel, the built book's notebooks (when the book is built), and who may run them."""
+    ensure_book_kernel()
+    if any(source.rglob("*.ipynb")):
+        say(f"the book's notebooks: {place_book(source)} from {source}")
+    elif BOOK.exists():
+        say(f"the book is not built ({source} has no notebooks): readers keep the notebooks of {BOOK}")
+    else:
+        say(f"the book is not built ({source} has no notebooks): run `make book`, then set up the hub again, "
+            "for its notebooks on the hub")
+    share_book(students_too)
+    say("the book's notebooks run for " + ("everyone, students too" if students_too else "the course's account only"))
 
 
 def ensure_proxy() -> None:
@@ -500,9 +641,11 @@ def ensure_config() -> None:
         (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1) + "\n")
         server = {"ServerApp": {"jpserver_extensions": {name: name in shown for name in INSTRUCTOR_SERVER_EXTENSIONS}}}
         (folder / "jupyter_server_config.d" / "zz-rbtutor-role.json").write_text(json.dumps(server, indent=1) + "\n")
-        # students see their own kernel only, not the grading kernel (the .d files above are read
-        # for the extensions only, so this goes into the role's jupyter_server_config.json)
-        server_config = {"KernelSpecManager": {"allowed_kernelspecs": ["python3"]}} if role == "student" else \
+        # students see their own kernel (and the book's, when its folder is on their JUPYTER_PATH:
+        # may_run_book), not the grading kernel (the .d files above are read for the extensions
+        # only, so this goes into the role's jupyter_server_config.json)
+        server_config = {"KernelSpecManager": {"allowed_kernelspecs": ["python3", BOOK_KERNEL]}} \
+            if role == "student" else \
             {"ServerApp": {"extra_static_paths": [str(STATIC)]}}
         (folder / "jupyter_server_config.json").write_text(json.dumps(server_config, indent=1) + "\n")
     STATE.mkdir(parents=True, exist_ok=True)
@@ -932,7 +1075,7 @@ def stop(timeout: float = 45.0) -> bool:
     return pid is not None
 
 
-def up(start_hub: bool = True, gradebook: str = "sqlite") -> None:
+def up(start_hub: bool = True, gradebook: str = "sqlite", student_book: bool = False) -> None:
     require_root()
     STATE.mkdir(parents=True, exist_ok=True)
     ensure_venv()  # first: the accounts' names are checked with rbtutor's rule
@@ -946,6 +1089,7 @@ def up(start_hub: bool = True, gradebook: str = "sqlite") -> None:
         GRADEBOOK_URL_FILE.unlink(missing_ok=True)  # SQLite in the course folder (the default)
     ensure_proxy()
     ensure_kernel()
+    ensure_book(student_book)
     ensure_exchange()
     ensure_config()
     ensure_course()
@@ -968,8 +1112,9 @@ def status() -> tuple[int, list[str]]:
                  "start it with: sudo rbtutor hub up"]
         return 3, lines
     how = f"service {HUB_UNIT}" if under_systemd(HUB_UNIT) else f"pid file {PID_FILE}"
+    book_readers = "everyone, students too" if STUDENT_BOOK.exists() else "the course's account only"
     return 0, [f"the course hub is running: pid {pid} ({how})", f"address: {URL}",
-               f"gradebook: {gradebook}", f"log: {LOG}"]
+               f"gradebook: {gradebook}", f"the book's notebooks run for: {book_readers}", f"log: {LOG}"]
 
 
 def main(argv=None) -> int:
@@ -985,6 +1130,10 @@ def main(argv=None) -> int:
     parser.add_argument("--gradebook", choices=["sqlite", "postgres"], default="sqlite",
                         help="where the course gradebook lives: SQLite in the course folder (default) or a "
                              "PostgreSQL server started here (several graders at once)")
+    parser.add_argument("--student-book", action="store_true",
+                        help="students may run the book's notebooks on the hub, in a kernel with rbtutor, "
+                             "whose functions compute the answers to their own numbers (default: the "
+                             "course's account only)")
     args = parser.parse_args(argv)
     if args.command == "units" and args.into is None:
         parser.error("units needs --into FOLDER")
@@ -1002,7 +1151,7 @@ def main(argv=None) -> int:
             stop()
             stop_postgres()
         else:
-            up(start_hub=args.command == "up", gradebook=args.gradebook)
+            up(start_hub=args.command == "up", gradebook=args.gradebook, student_book=args.student_book)
     except (HubError, subprocess.CalledProcessError) as exc:
         print(f"hub: {exc}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@
   the course's groups may reach both.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -136,18 +137,45 @@ def server_environment(role: str) -> dict[str, str]:
     return env
 
 
-def role_environment(spawner):
+async def role_environment(spawner):
     """The user's role decides which environment and Jupyter configuration their server gets: the course's
     account (the first of hubctl.INSTRUCTORS, whose home holds the course) is the instructor, any other
-    member of the instructors' group a grader, the rest students."""
+    member of the instructors' group a grader, the rest students. Whoever may run the book
+    (hubctl.may_run_book) also gets its kernel and, the first time, a copy of its notebooks."""
     groups = {group.name for group in spawner.user.groups}
     if hubctl.INSTRUCTOR_GROUP in groups:
         role = "instructor" if spawner.user.name == hubctl.INSTRUCTORS[0] else "grader"  # whose the course is
     else:
         role = "student"
     env = server_environment(role)
+    if hubctl.may_run_book(role):
+        env["JUPYTER_PATH"] += f":{hubctl.BOOK_SHARE}"
+        await copy_book(spawner.user.name)
     spawner.cmd = [str(Path(env["RBTUTOR_ENV_BIN"]) / "jupyterhub-singleuser")]
     spawner.environment.update(env)
+
+
+async def copy_book(name: str) -> None:
+    """The book's notebooks (hubctl.BOOK) into the user's ~/rbtutor-book, unless that name is taken:
+    a reader's own edits are never overwritten. ``cp`` runs as the user, so a link or folder they
+    placed there decides nothing about anyone else's files."""
+    import asyncio
+    import pwd
+
+    if not hubctl.BOOK.is_dir():
+        return
+    account = pwd.getpwnam(name)
+    target = Path(account.pw_dir) / hubctl.BOOK_FOLDER
+    if os.path.lexists(target):
+        return
+    copy = await asyncio.create_subprocess_exec(
+        "cp", "-R", "--no-preserve=mode,ownership", str(hubctl.BOOK), str(target), cwd="/",
+        user=account.pw_uid, group=account.pw_gid, extra_groups=[], umask=0o077,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    _, err = await copy.communicate()
+    if copy.returncode != 0:  # the server still starts; the reader has no book copy and the log says why
+        print(f"rbtutor: the book's notebooks were not copied for {name}: {err.decode(errors='replace')[:500]}",
+              flush=True)
 
 
 c.Spawner.pre_spawn_hook = role_environment

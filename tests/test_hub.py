@@ -37,6 +37,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -935,7 +936,9 @@ def server_environment(user: str) -> dict[str, str]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
             if any(arg.endswith(b"/jupyterhub-singleuser") for arg in argv):
                 raw = (proc / "environ").read_bytes().decode()
-                return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+                env = dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+                if "JUPYTERHUB_SERVICE_NAME" not in env:  # not the shared Formgrader, run as the course's account
+                    return env
         except OSError:  # the process ended while we looked
             continue
     raise AssertionError(f"no jupyterhub-singleuser process of {user} is running")
@@ -1178,3 +1181,151 @@ def key_values(student: str) -> list[str]:
                      f"{value:.0f}" if abs(value) > 1000 else repr(value)}:
             patterns.add(("" if value < 0 else r"(?<![-\d.])") + re.escape(text) + r"(?!\d)")
     return sorted(patterns)
+
+
+# --- the book's notebooks on the hub (hub up --student-book; book/manual/operator/hub.md)
+#: pages run in the test: one of the Euler-parameter chapter, and the two course pages that read the
+#: grader's verdicts (the notes) and the book's own sources (the plan's reading times)
+BOOK_PAGES = ("book/euler/index", "book/course/notes", "book/course/plan")
+
+
+def built_book_sources(target: Path) -> Path:
+    """``target`` laid out as the built book's ``_sources`` for :data:`BOOK_PAGES`: every page's MyST
+    text and those pages as notebooks (myst-nb's own reader, as the book's build makes them)."""
+    import nbformat
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    for page in (ROOT / "book").rglob("*.md"):
+        copy = target / page.relative_to(ROOT)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    for page in BOOK_PAGES:
+        notebook = read_myst_markdown_notebook((ROOT / f"{page}.md").read_text(encoding="utf-8"))
+        nbformat.write(notebook, target / f"{page}.ipynb")
+    return target
+
+
+def restart_server(s: Session, while_stopped=None) -> None:
+    """Stop the user's server from the hub's home page and start it again, as a user would; while it
+    is stopped, ``while_stopped(user)`` runs (default: remove their copy of the book)."""
+    s.page.goto(f"{hubctl.URL}/hub/home")
+    if s.page.locator("#stop").is_visible():
+        s.page.click("#stop")
+        # the home page renames its server button once the hub has stopped the server
+        s.waited("Start My Server after Stop", lambda: s.page.wait_for_selector("#start:has-text('Start My Server')"))
+    deadline = time.monotonic() + 60
+    while server_running(s.user):  # the hub answers before the server has ended
+        assert time.monotonic() < deadline, f"{s.user}'s server still runs 60 s after Stop\n{hub_log_tail()}"
+        s.page.wait_for_timeout(200)
+    (while_stopped or forget_book_copy)(s.user)
+    s.page.goto(f"{hubctl.URL}/hub/spawn/{s.user}")
+    s.wait_for_server()
+
+
+def server_running(user: str) -> bool:
+    try:
+        server_environment(user)
+    except AssertionError:
+        return False
+    return True
+
+
+def forget_book_copy(user: str) -> None:
+    copy = hubctl.home(user) / hubctl.BOOK_FOLDER
+    if copy.is_symlink() or copy.is_file():
+        copy.unlink()
+    elif copy.exists():
+        shutil.rmtree(copy)
+
+
+def kernel_names(s: Session) -> set[str]:
+    return set(s.api("GET", "api/kernelspecs").json()["kernelspecs"])
+
+
+def run_book_page(user: str, page: str) -> subprocess.CompletedProcess:
+    """Run every cell of ``page`` in the user's copy of the book, in the kernel its notebook names, with
+    their server's environment (nbconvert stops at the first error)."""
+    return as_student(user, f"jupyter nbconvert --to notebook --execute --stdout "
+                            f"~/{hubctl.BOOK_FOLDER}/{page}.ipynb > /dev/null")
+
+
+def test_the_book_runs_on_the_hub(hub, tmp_path):
+    """The launch button's path on the hub: the course's account gets the book's notebooks and its
+    kernel at its server's start and runs the pages there; students get neither, and cannot import the
+    book kernel's rbtutor, until the operator lets them (hub up --student-book); then each student
+    runs the pages in a copy of their own, which a name they already use is never traded for, and the
+    course data stays out of their book kernel's reach."""
+    import pwd
+
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from launch_hub import HUB_FOLDER, launch_url
+
+    assert HUB_FOLDER == hubctl.BOOK_FOLDER  # where the book's buttons lead is where the hub copies it
+    assert hubctl.place_book(built_book_sources(tmp_path / "_sources")) == len(BOOK_PAGES)
+    hubctl.share_book(False)
+    # (an unreadable package folder still imports as an empty namespace package: ask for the key's module)
+    import_rbtutor = f"cd / && {hubctl.READER_VENV}/bin/python -c 'import rbtutor.problems as p; print(p.__file__)'"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"])
+        try:
+            teacher = Session(browser, "instructor", hub["instructor"])
+            restart_server(teacher)
+            copy = hubctl.home("instructor") / hubctl.BOOK_FOLDER
+            assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*.ipynb")) == \
+                sorted(f"{page}.ipynb" for page in BOOK_PAGES)
+            assert hubctl.BOOK_KERNEL in kernel_names(teacher)
+            teacher.page.goto(launch_url(hubctl.URL, BOOK_PAGES[0]))  # the book's launch button
+            teacher.waited("the page's notebook in the book's kernel", lambda: teacher.page.wait_for_selector(
+                ".jp-NotebookPanel-toolbar >> text=Python 3 (rbtutor book)"))
+            teacher.shot("book-on-hub-instructor")
+            for page in BOOK_PAGES:
+                ran = run_book_page("instructor", page)
+                assert ran.returncode == 0, f"{page}:\n{ran.stderr[-3000:]}"
+
+            # students, before the operator lets them: no kernel, no copy, no rbtutor
+            pupil = Session(browser, "student1", hub["student1"])
+            restart_server(pupil)
+            assert hubctl.BOOK_KERNEL not in kernel_names(pupil)
+            assert not os.path.lexists(hubctl.home("student1") / hubctl.BOOK_FOLDER)
+            refused = as_student("student1", import_rbtutor)
+            assert refused.returncode != 0, refused
+            assert "No module named 'rbtutor.problems'" in refused.stderr, refused
+
+            # hub up --student-book: at the next start, their own copy and the kernel, and every page runs
+            hubctl.share_book(True)
+            restart_server(pupil)
+            assert hubctl.BOOK_KERNEL in kernel_names(pupil)
+            own = hubctl.home("student1") / hubctl.BOOK_FOLDER / f"{BOOK_PAGES[0]}.ipynb"
+            assert own.stat().st_uid == pwd.getpwnam("student1").pw_uid, own
+            for page in BOOK_PAGES:
+                ran = run_book_page("student1", page)
+                assert ran.returncode == 0, f"{page}:\n{ran.stderr[-3000:]}"
+            reached = as_student("student1", import_rbtutor + f" && cat {hubctl.COURSE_DATA}")
+            assert "/reader/" in reached.stdout, reached
+            assert "Permission denied" in reached.stderr, reached
+
+            # a name the student already uses is left as it is: their link to a folder of root's stays a
+            # link, and nothing is copied through it
+            def plant_link(user: str) -> None:
+                forget_book_copy(user)
+                subprocess.run(["runuser", "-u", user, "--", "ln", "-s", "/etc/rbtutor",
+                                str(hubctl.home(user) / hubctl.BOOK_FOLDER)], check=True)
+
+            other = Session(browser, "student2", hub["student2"])
+            restart_server(other, while_stopped=plant_link)
+            link = hubctl.home("student2") / hubctl.BOOK_FOLDER
+            assert link.is_symlink(), link
+            assert os.readlink(link) == "/etc/rbtutor", link
+            assert not (Path("/etc/rbtutor") / "book").exists()
+            assert hubctl.BOOK_KERNEL in kernel_names(other)
+            forget_book_copy("student2")
+        except PlaywrightTimeoutError as exc:
+            raise AssertionError(f"{exc}\n{hub_log_tail()}") from None
+        finally:
+            hubctl.share_book(False)
+            browser.close()

@@ -196,27 +196,43 @@ def test_the_postgres_unit_starts_the_server_and_its_kill_signal_stops_it(deploy
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_each_role_s_server_gets_its_configuration_and_only_the_instructor_the_due_dates(monkeypatch, tmp_path):
-    """``grade`` and ``generate`` in the instructor's server keep the due dates the course's own
-    (:func:`rbtutor.course.late.publish_due_dates`); a student's server is not told where they are,
-    nor is a grader's (another member of the instructors' group, whose home holds no course: they
-    grade in the shared Formgrader)."""
+def role_environments(config) -> dict[str, dict[str, str]]:
+    """The environment the hub's pre-spawn hook gives the instructor, a grader and a student."""
+    import asyncio
     from types import SimpleNamespace
 
-    from traitlets.config import Config
-
-    monkeypatch.setattr(hubctl, "course_folder", lambda: tmp_path / "course")
-    monkeypatch.setattr(hubctl, "gradebook_url", lambda: None)
-    config = Config()
-    source = ROOT / "hub" / "jupyterhub_config.py"
-    exec(compile(source.read_text(), str(source), "exec"), {"get_config": lambda: config, "__file__": str(source)})
     environments = {}
     for name, group in ((hubctl.INSTRUCTORS[0], hubctl.INSTRUCTOR_GROUP), ("leuler", hubctl.INSTRUCTOR_GROUP),
                         ("student1", hubctl.STUDENT_GROUP)):
         spawner = SimpleNamespace(user=SimpleNamespace(name=name, groups=[SimpleNamespace(name=group)]),
                                   environment={})
-        config.Spawner.pre_spawn_hook(spawner)
+        asyncio.run(config.Spawner.pre_spawn_hook(spawner))
         environments[name] = spawner.environment
+    return environments
+
+
+@pytest.fixture
+def hub_config(monkeypatch, tmp_path):
+    """jupyterhub_config.py as the hub reads it, with the course folder in ``tmp_path`` and no book to copy."""
+    from traitlets.config import Config
+
+    monkeypatch.setattr(hubctl, "course_folder", lambda: tmp_path / "course")
+    monkeypatch.setattr(hubctl, "gradebook_url", lambda: None)
+    monkeypatch.setattr(hubctl, "BOOK", tmp_path / "no-book")
+    monkeypatch.setattr(hubctl, "STUDENT_BOOK", tmp_path / "student_book")
+    config = Config()
+    source = ROOT / "hub" / "jupyterhub_config.py"
+    exec(compile(source.read_text(), str(source), "exec"), {"get_config": lambda: config, "__file__": str(source)})
+    return config
+
+
+def test_each_role_s_server_gets_its_configuration_and_only_the_instructor_the_due_dates(hub_config, tmp_path):
+    """``grade`` and ``generate`` in the instructor's server keep the due dates the course's own
+    (:func:`rbtutor.course.late.publish_due_dates`); a student's server is not told where they are,
+    nor is a grader's (another member of the instructors' group, whose home holds no course: they
+    grade in the shared Formgrader)."""
+    config = hub_config
+    environments = role_environments(config)
     roles = {name: env["RBTUTOR_ROLE"] for name, env in environments.items()}
     assert roles == {hubctl.INSTRUCTORS[0]: "instructor", "leuler": "grader", "student1": "student"}
     for name, role in roles.items():
@@ -227,6 +243,30 @@ def test_each_role_s_server_gets_its_configuration_and_only_the_instructor_the_d
     shared = next(service for service in config.JupyterHub.services if service["name"] == hubctl.COURSE_ID)
     assert (shared["user"], shared["cwd"]) == (hubctl.INSTRUCTORS[0], str(tmp_path / "course"))
     assert shared["environment"]["JUPYTER_CONFIG_PATH"] == str(hubctl.ROLE_CONFIG / "instructor")
+
+
+def test_the_book_s_kernel_is_the_course_account_s_until_the_operator_shares_it(hub_config):
+    """Only the course's account finds the book's kernel (its folder on JUPYTER_PATH) until
+    ``hub up --student-book`` leaves its mark; then every role's next server start does."""
+    def with_book_kernel() -> set[str]:
+        return {name for name, env in role_environments(hub_config).items()
+                if str(hubctl.BOOK_SHARE) in env["JUPYTER_PATH"].split(":")}
+
+    assert with_book_kernel() == {hubctl.INSTRUCTORS[0]}
+    hubctl.STUDENT_BOOK.write_text("on\n")
+    assert with_book_kernel() == {hubctl.INSTRUCTORS[0], "leuler", "student1"}
+
+
+def test_the_book_s_imports_are_read_from_its_code_cells(tmp_path):
+    """What place_book checks the book's kernel for: every module a code cell imports, none from text."""
+    import json
+
+    cells = [{"cell_type": "code", "source": ["import numpy as np\n", "from rbtutor.problems import load_data\n"]},
+             {"cell_type": "code", "source": "  import rbtutor.figures, os\nx = 'import nothing'"},
+             {"cell_type": "markdown", "source": "import markdown_is_not_code"}]
+    page = tmp_path / "page.ipynb"
+    page.write_text(json.dumps({"cells": cells}))
+    assert hubctl.book_modules([page]) == ["numpy", "os", "rbtutor.figures", "rbtutor.problems"]
 
 
 def test_the_hub_s_nbgrader_config_stays_in_the_hub_s_environments(tmp_path):

@@ -11,9 +11,10 @@ launch menu with one entry, "JupyterHub", linking to
 in and opens that notebook in JupyterLab on the reader's own server. The notebook
 must be there, in the folder :data:`HUB_FOLDER` of the reader's home, laid out as the
 book's own download copies (``_build/html/_sources/<page>.ipynb``, written by
-notebook_download.py); the operator's manual (book/manual/operator/hub.md) says how
-to place them. Jupyter Book's own JupyterHub button is not used: it pulls the book
-from a public git repository with nbgitpuller, and this course has neither.
+notebook_download.py); ``rbtutor hub up`` places them there (hub/hubctl.py, its
+BOOK_FOLDER), and book/manual/operator/hub.md says who may run them. Jupyter Book's
+own JupyterHub button is not used: it pulls the book from a public git repository with
+nbgitpuller, and this course has neither.
 
 A value that is not an http(s) address with a host stops the build with a one-line error.
 """
