@@ -416,6 +416,14 @@ def test_the_course_s_own_environment_works_beside_the_hub(hub, tmp_path):
     assert (course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file()
 
 
+def launch_chromium(playwright):
+    """The system's Chromium, headless, as the hub tests drive it (test_lti_hub.py too)."""
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM),
+        args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync"])
+
+
 def test_assignment_loop_on_the_hub(hub):
     from playwright.sync_api import sync_playwright
 
@@ -427,10 +435,7 @@ def test_assignment_loop_on_the_hub(hub):
     assert re.search(rf"^released {ASSIGNMENT} in \d+\.\d s: students can fetch it now$", released, re.M), released
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(playwright)
         try:
             run_loop(browser, hub)
         except PlaywrightTimeoutError as exc:  # any other wait of the loop: say where, and what the hub logged
@@ -1275,10 +1280,7 @@ def test_the_book_runs_on_the_hub(hub, tmp_path):
     # (an unreadable package folder still imports as an empty namespace package: ask for the key's module)
     import_rbtutor = f"cd / && {hubctl.READER_VENV}/bin/python -c 'import rbtutor.problems as p; print(p.__file__)'"
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(playwright)
         try:
             # the servers may still run from the loop (no start page to check): restart_server starts them anew
             teacher = Session(browser, "instructor", hub["instructor"], first_start=False)

@@ -50,7 +50,7 @@ import time
 
 import httpx
 import pytest
-from conftest import CHROMIUM, ROOT
+from conftest import ROOT
 from lti_platform import INSTRUCTOR, STUDENT1, STUDENT2
 from lti_platform import platform_fixture as platform_fixture  # the fixtures
 from lti_platform import platform_server_fixture as platform_server_fixture
@@ -63,6 +63,7 @@ from test_hub import (
     hub_log_tail,
     hub_unavailable,
     hubctl,
+    launch_chromium,
     page_state,
     reset_course_state,
 )
@@ -151,10 +152,7 @@ def browser(lti_hub):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"])
+        chromium = launch_chromium(playwright)
         yield chromium
         chromium.close()
 
