@@ -29,12 +29,10 @@ Run with ``make bench`` or ``sudo .venv/bin/python benchmarks/bench_hub.py``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import os
 import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -71,13 +69,8 @@ def load() -> str:
 
 
 def as_instructor(*command: str) -> None:
-    env = {"PATH": f"{hubctl.VENV / 'bin'}:/usr/bin:/bin", "HOME": str(hubctl.home(hubctl.INSTRUCTORS[0])),
-           "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE), "LANG": "C.UTF-8"}
-    if hubctl.gradebook_url():
-        env["RBTUTOR_GRADEBOOK"] = hubctl.gradebook_url()
-    subprocess.run(["runuser", "-u", hubctl.INSTRUCTORS[0], "--", "env", "-i",
-                    *(f"{k}={v}" for k, v in env.items()), *command],
-                   cwd=hubctl.course_folder(), check=True, capture_output=True, text=True, timeout=900)
+    subprocess.run(hubctl.instructor_argv(*command), cwd=hubctl.course_folder(), check=True, capture_output=True,
+                   text=True, timeout=900)
 
 
 def server_memory_mb(user: str) -> float:
@@ -247,10 +240,7 @@ def clean_up(before: str | None, was_running: bool) -> None:
     for name in NAMES:
         if hubctl.user_exists(name):
             subprocess.run(["userdel", "--remove", name], capture_output=True)
-    with contextlib.closing(sqlite3.connect(hubctl.STATE / "jupyterhub.sqlite")) as db:
-        db.execute("PRAGMA foreign_keys = ON")
-        db.executemany("DELETE FROM users WHERE name = ?", [(name,) for name in NAMES])
-        db.commit()
+    hubctl.forget_hub_users(NAMES)
     if hubctl.PASSWORDS.exists():
         import json
 

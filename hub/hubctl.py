@@ -184,6 +184,17 @@ def require_root() -> None:
 
 
 # --- accounts
+def instructor_argv(*command) -> list[str]:
+    """``command`` as the course's account runs it in a terminal of its server on the hub: the course
+    environment first on PATH, the exchange, and the gradebook's address on a PostgreSQL hub."""
+    env = {"PATH": f"{VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home(INSTRUCTORS[0])),
+           "RBTUTOR_EXCHANGE": str(EXCHANGE), "LANG": "C.UTF-8"}
+    if gradebook_url():
+        env["RBTUTOR_GRADEBOOK"] = gradebook_url()
+    return ["runuser", "-u", INSTRUCTORS[0], "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+            *map(str, command)]
+
+
 def user_exists(name: str) -> bool:
     import pwd
 
@@ -290,6 +301,17 @@ def create_lms_account(name: str) -> None:
     password, so they log in through the LMS only. The name was checked (rbtutor.lms.accounts)."""
     run("useradd", "--create-home", "--shell", "/bin/bash", name)
     os.chmod(home(name), 0o700)  # no one reads another's home
+
+
+def forget_hub_users(names) -> None:
+    """Drop ``names`` from the stopped hub's database (their groups, servers and tokens go with them),
+    as a clean-up after accounts that a test or a benchmark made for a while."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(STATE / "jupyterhub.sqlite")) as db:
+        db.execute("PRAGMA foreign_keys = ON")
+        db.executemany("DELETE FROM users WHERE name = ?", [(name,) for name in names])
+        db.commit()
 
 
 # --- environments

@@ -175,12 +175,7 @@ def reset_course_state() -> None:
 
 def as_instructor(*command: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run a command in the course folder as the instructor, as in a terminal of the hub."""
-    env = {"PATH": f"{hubctl.VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(hubctl.home("instructor")),
-           "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE), "LANG": "C.UTF-8"}
-    if hubctl.gradebook_url():  # as the instructor's ~/.profile sets it on a PostgreSQL hub
-        env["RBTUTOR_GRADEBOOK"] = hubctl.gradebook_url()
-    result = subprocess.run(["runuser", "-u", "instructor", "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
-                             *command], cwd=COURSE, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(hubctl.instructor_argv(*command), cwd=COURSE, capture_output=True, text=True, timeout=600)
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(command)} exited {result.returncode}:\n{result.stdout[-3000:]}\n"
                              f"{result.stderr[-3000:]}")

@@ -35,7 +35,6 @@ test-artifacts/lti-hub/.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import fcntl
 import json
@@ -43,7 +42,6 @@ import os
 import pwd
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import time
@@ -83,14 +81,6 @@ def remove_lms_accounts() -> None:
     for account in LMS_ACCOUNTS.values():
         if hubctl.user_exists(account):
             subprocess.run(["userdel", "--remove", account], check=True, capture_output=True)
-
-
-def forget_hub_users(names) -> None:
-    """Drop the LMS users from the stopped hub's database (their groups and tokens go with them)."""
-    with contextlib.closing(sqlite3.connect(hubctl.STATE / "jupyterhub.sqlite")) as db:
-        db.execute("PRAGMA foreign_keys = ON")
-        db.executemany("DELETE FROM users WHERE name = ?", [(name,) for name in names])
-        db.commit()
 
 
 def lms_section(platform) -> str:
@@ -142,7 +132,7 @@ def lti_hub(request, lti_platform_server):
         else:
             settings.write_text(before)
         remove_lms_accounts()
-        forget_hub_users(LMS_ACCOUNTS.values())
+        hubctl.forget_hub_users(LMS_ACCOUNTS.values())
         shutil.rmtree(hubctl.LTI_KEYS, ignore_errors=True)
         lock.close()
 
