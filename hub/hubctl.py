@@ -322,6 +322,27 @@ def _stamp(*files: Path) -> str:
     return digest.hexdigest()
 
 
+def package_stamp() -> str:
+    """A digest of the rbtutor package's files in the checkout (names and bytes) and pyproject.toml."""
+    digest = hashlib.sha256(_stamp(CHECKOUT / "pyproject.toml").encode())
+    for path in sorted((CHECKOUT / "rbtutor").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            digest.update(str(path.relative_to(CHECKOUT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def refresh_package(venv: Path, source: Path) -> None:
+    """rbtutor in ``venv`` reinstalled from ``source`` (a :func:`package_copy`) when the checkout's
+    package changed since the last install there; pip builds a wheel for it, some seconds each time."""
+    stamp_file = venv / ".rbtutor-package-stamp"
+    wanted = package_stamp()
+    if stamp_file.exists() and stamp_file.read_text() == wanted:
+        return
+    run(venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install", "--no-deps",
+        "--force-reinstall", source)
+    stamp_file.write_text(wanted)
+
+
 def package_copy(target: Path) -> Path:
     """The files that make the rbtutor package, copied from the checkout (so pip builds nothing in it)."""
     for name in ("pyproject.toml", "README.md"):
@@ -394,8 +415,9 @@ def ensure_venv(python: str | None = None) -> None:
             constraints = usable_constraints(VENV / "bin" / "python", f"{source}[course,hub]")
             run(*pip, "install", "-c", constraints, f"{source}[course,hub]")
             stamp_file.write_text(wanted)
-        else:  # the dependencies are unchanged: refresh rbtutor itself only
-            run(*pip, "install", "--no-deps", "--force-reinstall", source)
+            (VENV / ".rbtutor-package-stamp").write_text(package_stamp())
+        else:  # the dependencies are unchanged: refresh rbtutor itself, if it changed
+            refresh_package(VENV, source)
     # the grading kernel's kernelspec (rbtutor-student) lives in the environment: write it now,
     # as root, since the instructor cannot write there
     # (-I and cwd /: the installed package, never the checkout's rbtutor/ beside the current folder)
@@ -500,8 +522,9 @@ def ensure_book_kernel(python: str | None = None) -> None:
             constraints = usable_constraints(READER_VENV / "bin" / "python", str(source), *BOOK_KERNEL_PACKAGES)
             run(*pip, "-c", constraints, source, *BOOK_KERNEL_PACKAGES)
             stamp_file.write_text(wanted)
+            (READER_VENV / ".rbtutor-package-stamp").write_text(package_stamp())
         else:
-            run(*pip, "--no-deps", "--force-reinstall", source)
+            refresh_package(READER_VENV, source)
     spec_dir = BOOK_SHARE / "kernels" / BOOK_KERNEL
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {"argv": [str(READER_VENV / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
