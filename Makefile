@@ -33,7 +33,8 @@ help:
 	@echo "make book       build the course book into _build/html/index.html"
 	@echo "make pdf        the whole book as one PDF, offline: _build/pdf/rbtutor.pdf"
 	@echo "                (EDITION=instructor: with the answers, _build/pdf/rbtutor-instructor.pdf;"
-	@echo "                EDITION=prose: without the code of the cells, _build/pdf/rbtutor-prose.pdf)"
+	@echo "                EDITION=prose: without the code of the cells, _build/pdf/rbtutor-prose.pdf;"
+	@echo "                EDITION=all: the three, typeset once)"
 	@echo "make screenshots  the Student and Instructor guides' screens (book/manual/*/screens/) again from test-artifacts/hub/"
 	@echo "make test       run the test suite (builds the book offline, browser checks)"
 	@echo "make bench      run every benchmarks/bench_*.py"
@@ -135,9 +136,9 @@ bench: $(STAMP)
 # EDITION=instructor prints the answers and worked solutions too, into rbtutor-instructor.pdf;
 # the student edition (the default) leaves them out and prints the hints. EDITION=prose, for
 # reading on paper, is the student edition without the code of the notebook cells (their results
-# and figures stay), into rbtutor-prose.pdf.
+# and figures stay), into rbtutor-prose.pdf. EDITION=all prints the three from one typesetting.
 EDITION ?= student
-PDF := _build/pdf/rbtutor$(if $(filter-out student,$(EDITION)),-$(EDITION)).pdf
+PDF := $(if $(filter all,$(EDITION)),_build/pdf,_build/pdf/rbtutor$(if $(filter-out student,$(EDITION)),-$(EDITION)).pdf)
 JB_SINGLEHTML := jb build . --all -W --keep-going --builder singlehtml --path-output _build/pdf
 
 pdf: $(STAMP) $(MOTION3D) $(SLIDES)

@@ -3,7 +3,8 @@ edition, a prose edition without the cells' code, no half-empty pages, a content
 right page numbers, and a clean outline; and it waits on Chromium by progress, not by a fixed time.
 
 The single-page HTML build is made once, as `make pdf` does (or taken from
-RBTUTOR_BOOK_SINGLEHTML), and printed in the three editions by book/_ext/print_pdf.py.
+RBTUTOR_BOOK_SINGLEHTML), and printed in the three editions by book/_ext/print_pdf.py, the book
+typeset once (`make pdf EDITION=all`).
 Printing needs Chromium: without it these tests are skipped locally and fail in CI.
 """
 
@@ -102,37 +103,40 @@ def singlehtml() -> Path:
     return ROOT / "_build" / "pdf" / "_build" / "singlehtml" / "index.html"
 
 
-def print_edition(index: Path, edition: str) -> Path:
+@pytest.fixture(scope="module")
+def printed(singlehtml: Path) -> dict[str, Path]:
+    """The three editions, printed as `make pdf EDITION=all` does: the book typeset once."""
     from conftest import offline_argv
+    from print_pdf import EDITION_FILES
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    pdf = ARTIFACTS / f"rbtutor-{edition}.pdf"
-    argv = offline_argv([sys.executable, str(ROOT / "book" / "_ext" / "print_pdf.py"), str(index), str(pdf),
-                         "--edition", edition])
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False, timeout=1800)
-    assert proc.returncode == 0, f"print_pdf.py --edition {edition} failed:\n{proc.stdout}\n{proc.stderr[-3000:]}"
-    return pdf
-
-
-@pytest.fixture(scope="module")
-def student(singlehtml: Path):
-    from pypdf import PdfReader
-
-    return PdfReader(print_edition(singlehtml, "student"))
+    folder = ARTIFACTS / "pdf"
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = offline_argv([sys.executable, str(ROOT / "book" / "_ext" / "print_pdf.py"), str(singlehtml), str(folder),
+                         "--edition", "all"])
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False, timeout=3600)
+    assert proc.returncode == 0, f"print_pdf.py --edition all failed:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    return {edition: folder / name for edition, name in EDITION_FILES.items()}
 
 
 @pytest.fixture(scope="module")
-def instructor(singlehtml: Path):
+def student(printed):
     from pypdf import PdfReader
 
-    return PdfReader(print_edition(singlehtml, "instructor"))
+    return PdfReader(printed["student"])
 
 
 @pytest.fixture(scope="module")
-def prose(singlehtml: Path):
+def instructor(printed):
     from pypdf import PdfReader
 
-    return PdfReader(print_edition(singlehtml, "prose"))
+    return PdfReader(printed["instructor"])
+
+
+@pytest.fixture(scope="module")
+def prose(printed):
+    from pypdf import PdfReader
+
+    return PdfReader(printed["prose"])
 
 
 @functools.cache
@@ -361,13 +365,13 @@ def empty_shares(pdf: Path) -> list[float]:
 
 
 @pytest.mark.parametrize("edition", ["student", "prose"])
-def test_no_half_empty_pages(edition, request):
+def test_no_half_empty_pages(edition, request, printed):
     """Inside a chapter no page is left more than half empty (a figure or table that does not fit
     moves on, or breaks, without leaving a gap); only a chapter's last page may end early."""
     reader = request.getfixturevalue(edition)
     starts = chapter_start_pages(reader)
     assert len(starts) >= 40, f"only {len(starts)} chapter starts named in the PDF"
-    shares = empty_shares(ARTIFACTS / f"rbtutor-{edition}.pdf")
+    shares = empty_shares(printed[edition])
     assert len(shares) == len(reader.pages)
     chapter_ends = {page - 1 for page in starts} | {len(shares)}
     gaps = [(page, round(share, 2)) for page, share in enumerate(shares, start=1)

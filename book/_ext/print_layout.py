@@ -138,16 +138,12 @@ PREPARE_JS = r"""
     section.querySelector([1, 2, 3, 4, 5, 6].map(n => `:scope > h${n}`).join(', '));
   const texOf = (heading) => {
     // The heading's text with each formula as its TeX source, in order.
-    const clone = heading.cloneNode(true);
-    clone.querySelectorAll('.headerlink').forEach(n => n.remove());
-    const items = window.MathJax && MathJax.startup && MathJax.startup.document
-      ? MathJax.startup.document.getMathItemsWithin(heading) : [];
+    // (each formula carries its TeX in data-tex: MARK_AND_KEEP_JS, run before the first edition)
     const parts = [];
-    let k = 0;
     const walk = (node) => {
       for (const child of node.childNodes) {
         if (child.nodeType === Node.TEXT_NODE) parts.push({text: child.textContent});
-        else if (child.nodeName === 'MJX-CONTAINER') parts.push({tex: items[k++] ? items[k - 1].math : ''});
+        else if (child.nodeName === 'MJX-CONTAINER') parts.push({tex: child.dataset.tex || ''});
         else if (child.classList && child.classList.contains('headerlink')) continue;
         else walk(child);
       }
@@ -298,6 +294,29 @@ PREPARE_JS = r"""
   report.entries = entries.map(e => ({kind: e.kind, level: e.level, id: e.id, parts: e.parts}));
   return report;
 })(%EDITION%, %GENERIC%, %ANSWER%)
+"""
+
+# Before the first edition is prepared: each typeset formula keeps its TeX source (data-tex, which the
+# contents list reads), and the page as typeset is kept, so that each further edition starts from it
+# (RESTORE_JS) instead of loading and typesetting the book again. MathJax's own list of formulas points
+# at the first page's nodes only; matplotlib's animations look their frame up by id, so they follow.
+MARK_AND_KEEP_JS = r"""
+(() => {
+  const items = window.MathJax && MathJax.startup && MathJax.startup.document ? MathJax.startup.document.math : [];
+  let marked = 0;
+  for (const item of items) {
+    if (item.typesetRoot && item.typesetRoot.dataset) { item.typesetRoot.dataset.tex = item.math; marked += 1; }
+  }
+  window.rbtutorTypeset = document.body.cloneNode(true);
+  return marked;
+})()
+"""
+
+RESTORE_JS = r"""
+(() => {
+  document.body.replaceWith(window.rbtutorTypeset.cloneNode(true));
+  return document.querySelectorAll('mjx-container').length;
+})()
 """
 
 FILL_PAGES_JS = r"""

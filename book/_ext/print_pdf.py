@@ -3,6 +3,7 @@
 Usage::
 
     python book/_ext/print_pdf.py SINGLEHTML_INDEX OUTPUT_PDF [--edition student|instructor|prose]
+    python book/_ext/print_pdf.py SINGLEHTML_INDEX OUTPUT_FOLDER --edition all
 
 The page is opened from file:// (no network is needed: MathJax and the fonts
 come with the build), then this waits until MathJax has typeset every formula
@@ -10,9 +11,11 @@ come with the build), then this waits until MathJax has typeset every formula
 With the print media and the printable width emulated, the page is made a
 course text (book/_ext/print_layout.py: folded content printed, answers only in
 the instructor edition, no cell code in the prose edition, animations as stills,
-wide formulas scaled, a title page and contents list). It is printed twice with
-Chromium's own print engine (CDP ``Page.printToPDF``, the PDF read back as a
-stream) under the book's print stylesheet (``rbtutor-print.css``): the first print
+wide formulas scaled, a title page and contents list). With ``--edition all`` the
+page is typeset once and each edition is made from a copy of the typeset page.
+Each edition is printed twice with Chromium's own print engine (CDP
+``Page.printToPDF``, the PDF read back as a stream) under the book's print
+stylesheet (``rbtutor-print.css``): the first print
 tells on which page each heading lands, the second carries those page numbers in
 the contents list. Finally the PDF's outline is rebuilt from the contents,
 formulas as text (book/_ext/pdf_outline.py). Links inside the book stay links in
@@ -37,7 +40,7 @@ from pathlib import Path
 
 from chromium_cdp import CHROMIUM, CDPError, Chromium, chromium_available, settle_js
 from pdf_outline import entry_pages, replace_outline
-from print_layout import EDITIONS, fill_pages_script, prepare_script
+from print_layout import EDITIONS, MARK_AND_KEEP_JS, RESTORE_JS, fill_pages_script, prepare_script
 
 # Reported by the page once MathJax, images and fonts have settled (chromium_cdp.settle_js).
 SETTLE_REPORT = r"""{
@@ -53,6 +56,8 @@ SETTLE_REPORT = r"""{
 PRINT_WIDTH_PX = round((210 - 2 * 14) / 25.4 * 96)
 # Page-number passes: the second print normally confirms the first.
 MAX_PASSES = 3
+# The file of each edition, as `make pdf` names them (``--edition all`` writes the three).
+EDITION_FILES = {"student": "rbtutor.pdf", "instructor": "rbtutor-instructor.pdf", "prose": "rbtutor-prose.pdf"}
 
 FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#444;">'
           '<span class="title"></span> &middot; page <span class="pageNumber"></span>'
@@ -96,34 +101,47 @@ class Patience:
 def print_pdf(index: Path, output: Path, timeout: float = 1800.0, edition: str = "student",
               stall: float = 120.0) -> dict:
     """Print index (a singlehtml build) to output as the given edition; return what the page reported."""
+    return print_editions(index, {edition: output}, timeout, stall)[edition]
+
+
+def print_editions(index: Path, outputs: dict[str, Path], timeout: float = 1800.0, stall: float = 120.0) -> dict:
+    """Print index (a singlehtml build) as each edition of ``outputs`` ({edition: PDF}) into its file,
+    loading and typesetting the book once; return what the page reported, by edition."""
     if not chromium_available():
         raise SystemExit(f"{CHROMIUM} not found or not executable: "
                          "`apt-get install -y --no-install-recommends chromium`")
     if not index.is_file():
         raise SystemExit(f"{index} not found: build the single-page HTML first")
     page = single_page(index)
-    output.parent.mkdir(parents=True, exist_ok=True)
     patience = Patience(timeout, stall)
+    reports = {}
     with tempfile.TemporaryDirectory(prefix="rbtutor-pdf-") as tmp:
         browser = Chromium(CHROMIUM, Path(tmp) / "profile", Path(tmp) / "chromium.log")
         try:
             browser.open_page(width=1100, height=1400, timeout=timeout, stall=stall)
-            report = _load(browser, page, patience)
+            loaded = _load(browser, page, patience)
             patience.send(browser, "Emulation.setEmulatedMedia", {"media": "print"})
             patience.send(browser, "Emulation.setDeviceMetricsOverride", {
                 "width": PRINT_WIDTH_PX, "height": 1100, "deviceScaleFactor": 1, "mobile": False})
-            layout = patience.evaluate(browser, prepare_script(edition))
-            report.update({k: v for k, v in layout.items() if k != "entries"})
-            report["contents"] = len(layout["entries"])
-            data, pages = _print_with_page_numbers(browser, layout["entries"], patience)
-            report["passes"] = pages["passes"]
+            patience.evaluate(browser, MARK_AND_KEEP_JS)
+            for number, (edition, output) in enumerate(outputs.items()):
+                if number:
+                    patience.evaluate(browser, RESTORE_JS)
+                layout = patience.evaluate(browser, prepare_script(edition))
+                report = dict(loaded)
+                report.update({k: v for k, v in layout.items() if k != "entries"})
+                report["contents"] = len(layout["entries"])
+                data, pages = _print_with_page_numbers(browser, layout["entries"], patience)
+                report["passes"] = pages["passes"]
+                output.parent.mkdir(parents=True, exist_ok=True)
+                output.write_bytes(replace_outline(data, layout["entries"]))
+                reports[edition] = report
         except CDPError as exc:
             log = (Path(tmp) / "chromium.log").read_text(encoding="utf-8", errors="replace")[-3000:]
             raise SystemExit(f"Chromium failed: {exc}\n{log}") from exc
         finally:
             browser.close()
-    output.write_bytes(replace_outline(data, layout["entries"]))
-    return report
+    return reports
 
 
 def _load(browser: Chromium, page: Path, patience: Patience) -> dict:
@@ -179,24 +197,29 @@ def _print_with_page_numbers(browser: Chromium, entries: list[dict], patience: P
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("index", type=Path, help="index.html of the singlehtml build")
-    parser.add_argument("output", type=Path, help="the PDF to write")
+    parser.add_argument("output", type=Path, help="the PDF to write; with --edition all, the folder for "
+                        "the three (" + ", ".join(EDITION_FILES.values()) + ")")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds any one step (typesetting, layout, a print) may take at most")
     parser.add_argument("--stall", type=float, default=120.0,
                         help="seconds Chromium may go without progress (CPU used or a message) before "
                              "the print fails")
-    parser.add_argument("--edition", choices=sorted(EDITIONS), default="student",
-                        help="; ".join(f"{name}: {what}" for name, what in EDITIONS.items()))
+    parser.add_argument("--edition", choices=[*sorted(EDITIONS), "all"], default="student",
+                        help="; ".join(f"{name}: {what}" for name, what in EDITIONS.items()) +
+                             "; all: the three, from one typesetting of the book")
     args = parser.parse_args(argv)
-    report = print_pdf(args.index, args.output, args.timeout, args.edition, args.stall)
-    size = args.output.stat().st_size
-    print(f"{args.output}: {size / 1e6:.1f} MB; {report['math']} formulas typeset, "
-          f"{report['images']} images, settled in {report['seconds_to_settle']} s; "
-          f"{args.edition} edition: {report['unfolded']} folded blocks printed, "
-          f"{report['answersRemoved']} answers left out, {report['answersKept']} kept, "
-          f"{report['codeRemoved']} code cells left out, "
-          f"{report['stills']} animations as stills, {report['scaled']} wide items scaled, "
-          f"{report['contents']} contents entries, {report['passes']} prints")
+    outputs = {name: args.output / file for name, file in EDITION_FILES.items()} if args.edition == "all" \
+        else {args.edition: args.output}
+    reports = print_editions(args.index, outputs, args.timeout, args.stall)
+    for edition, report in reports.items():
+        output = outputs[edition]
+        print(f"{output}: {output.stat().st_size / 1e6:.1f} MB; {report['math']} formulas typeset, "
+              f"{report['images']} images, settled in {report['seconds_to_settle']} s; "
+              f"{edition} edition: {report['unfolded']} folded blocks printed, "
+              f"{report['answersRemoved']} answers left out, {report['answersKept']} kept, "
+              f"{report['codeRemoved']} code cells left out, "
+              f"{report['stills']} animations as stills, {report['scaled']} wide items scaled, "
+              f"{report['contents']} contents entries, {report['passes']} prints")
     return 0
 
 
