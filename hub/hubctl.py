@@ -112,6 +112,7 @@ SHARE = PREFIX / "share" / "jupyter"  # on JUPYTER_PATH: the students' kernelspe
 READER_VENV = PREFIX / "reader"
 BOOK_SHARE = PREFIX / "share-book" / "jupyter"
 BOOK_KERNEL = "rbtutor-book"
+BOOK_KERNEL_SHOWN = "Python 3 (rbtutor book)"  # its name in JupyterLab
 #: the built book's notebooks, each set to the book's kernel; a reader's server start copies them into
 #: their home's :data:`BOOK_FOLDER` (where the book's launch buttons, book/_ext/launch_hub.py, lead)
 BOOK = PREFIX / "book"
@@ -401,23 +402,32 @@ def usable_constraints(python: Path, *requirements: str) -> Path:
     raise HubError("too many pins this interpreter cannot install; use a newer python3")
 
 
-def ensure_venv(python: str | None = None) -> None:
-    """The server environment: rbtutor[course,hub] from a copy of the package, pinned versions."""
-    stamp_file = VENV / ".rbtutor-stamp"
-    wanted = _stamp(CHECKOUT / "constraints.txt", CHECKOUT / "pyproject.toml")
-    pip = [VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q"]
+def package_environment(venv: Path, what: str, extras: str = "", packages: tuple[str, ...] = (),
+                        python: str | None = None) -> None:
+    """``venv`` with rbtutor (with ``extras``, such as ``[course,hub]``, from a :func:`package_copy`) and
+    ``packages``, pinned by constraints.txt: made anew when the pins, pyproject.toml or ``packages``
+    change, else with rbtutor itself refreshed when it changed."""
+    stamp_file = venv / ".rbtutor-stamp"
+    wanted = _stamp(CHECKOUT / "constraints.txt", CHECKOUT / "pyproject.toml") + " ".join(packages)
+    pip = [venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install"]
     with tempfile.TemporaryDirectory(prefix="rbtutor-package-") as tmp:
         source = package_copy(Path(tmp))
         if not stamp_file.exists() or stamp_file.read_text() != wanted:
-            say(f"installing the course environment into {VENV} (a few minutes the first time)")
-            run(python or base_python(), "-m", "venv", VENV)
-            run(*pip, "install", "-c", CHECKOUT / "constraints.txt", "pip")  # the pinned pip resolves the pins
-            constraints = usable_constraints(VENV / "bin" / "python", f"{source}[course,hub]")
-            run(*pip, "install", "-c", constraints, f"{source}[course,hub]")
+            say(f"installing {what} into {venv}")
+            run(python or base_python(), "-m", "venv", venv)
+            run(*pip, "-c", CHECKOUT / "constraints.txt", "pip")  # the pinned pip resolves the pins
+            constraints = usable_constraints(venv / "bin" / "python", f"{source}{extras}", *packages)
+            run(*pip, "-c", constraints, f"{source}{extras}", *packages)
             stamp_file.write_text(wanted)
-            (VENV / ".rbtutor-package-stamp").write_text(package_stamp())
+            (venv / ".rbtutor-package-stamp").write_text(package_stamp())
         else:  # the dependencies are unchanged: refresh rbtutor itself, if it changed
-            refresh_package(VENV, source)
+            refresh_package(venv, source)
+
+
+def ensure_venv(python: str | None = None) -> None:
+    """The server environment: rbtutor[course,hub] from a copy of the package, pinned versions."""
+    package_environment(VENV, "the course environment (a few minutes the first time)", "[course,hub]",
+                        python=python)
     # the grading kernel's kernelspec (rbtutor-student) lives in the environment: write it now,
     # as root, since the instructor cannot write there
     # (-I and cwd /: the installed package, never the checkout's rbtutor/ beside the current folder)
@@ -505,30 +515,14 @@ def ensure_kernel(python: str | None = None) -> None:
 
 # --- the book on the hub
 def ensure_book_kernel(python: str | None = None) -> None:
-    """The book's kernel :data:`BOOK_KERNEL`: :data:`READER_VENV`, rbtutor (without extras) and
-    :data:`BOOK_KERNEL_PACKAGES`, pinned by constraints.txt, made anew when they or the pins change,
-    else rbtutor refreshed. The course data and its salt are not in the package; who may read the
-    package is :func:`share_book`'s to say.
-    """
-    stamp_file = READER_VENV / ".rbtutor-stamp"
-    wanted = _stamp(CHECKOUT / "constraints.txt", CHECKOUT / "pyproject.toml") + " ".join(BOOK_KERNEL_PACKAGES)
-    pip = [READER_VENV / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q", "install"]
-    with tempfile.TemporaryDirectory(prefix="rbtutor-package-") as tmp:
-        source = package_copy(Path(tmp))
-        if not stamp_file.exists() or stamp_file.read_text() != wanted:
-            say(f"installing the book's kernel into {READER_VENV}")
-            run(python or base_python(), "-m", "venv", READER_VENV)
-            run(*pip, "-c", CHECKOUT / "constraints.txt", "pip")
-            constraints = usable_constraints(READER_VENV / "bin" / "python", str(source), *BOOK_KERNEL_PACKAGES)
-            run(*pip, "-c", constraints, source, *BOOK_KERNEL_PACKAGES)
-            stamp_file.write_text(wanted)
-            (READER_VENV / ".rbtutor-package-stamp").write_text(package_stamp())
-        else:
-            refresh_package(READER_VENV, source)
+    """The book's kernel :data:`BOOK_KERNEL`: :data:`READER_VENV`, with rbtutor (without extras) and
+    :data:`BOOK_KERNEL_PACKAGES`. The course data and its salt are not in the package; who may read
+    the package is :func:`share_book`'s to say."""
+    package_environment(READER_VENV, "the book's kernel", packages=BOOK_KERNEL_PACKAGES, python=python)
     spec_dir = BOOK_SHARE / "kernels" / BOOK_KERNEL
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {"argv": [str(READER_VENV / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "Python 3 (rbtutor book)", "language": "python", "metadata": {"debugger": True}}
+            "display_name": BOOK_KERNEL_SHOWN, "language": "python", "metadata": {"debugger": True}}
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
 
 
@@ -566,7 +560,7 @@ def place_book(source: Path, toc: Path = CHECKOUT / "_toc.yml") -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         content = json.loads(notebook.read_text(encoding="utf-8"))
         content.setdefault("metadata", {})["kernelspec"] = {
-            "name": BOOK_KERNEL, "display_name": "Python 3 (rbtutor book)", "language": "python"}
+            "name": BOOK_KERNEL, "display_name": BOOK_KERNEL_SHOWN, "language": "python"}
         target.write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     for page in source.rglob("*.md"):
         (new / page.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
