@@ -98,12 +98,6 @@ class Patience:
         return browser.evaluate(expression, timeout=self.timeout, stall=self.stall)
 
 
-def print_pdf(index: Path, output: Path, timeout: float = 1800.0, edition: str = "student",
-              stall: float = 120.0) -> dict:
-    """Print index (a singlehtml build) to output as the given edition; return what the page reported."""
-    return print_editions(index, {edition: output}, timeout, stall)[edition]
-
-
 def print_editions(index: Path, outputs: dict[str, Path], timeout: float = 1800.0, stall: float = 120.0) -> dict:
     """Print index (a singlehtml build) as each edition of ``outputs`` ({edition: PDF}) into its file,
     loading and typesetting the book once; return what the page reported, by edition."""
