@@ -597,6 +597,11 @@ def share_book(students_too: bool) -> None:
         STUDENT_BOOK.unlink(missing_ok=True)
 
 
+def book_readers() -> str:
+    """Who runs the book's notebooks on the hub, in words (``up`` and ``status`` say it)."""
+    return "everyone, students too" if STUDENT_BOOK.exists() else "the course's account only"
+
+
 def may_run_book(role: str) -> bool:
     """Whether a server of ``role`` (:data:`ROLE_TOOLS`) offers the book's kernel and gets the book."""
     return role == "instructor" or STUDENT_BOOK.exists()
@@ -613,7 +618,7 @@ def ensure_book(students_too: bool, source: Path = CHECKOUT / "_build" / "html" 
         say(f"the book is not built ({source} has no notebooks): run `make book`, then set up the hub again, "
             "for its notebooks on the hub")
     share_book(students_too)
-    say("the book's notebooks run for " + ("everyone, students too" if students_too else "the course's account only"))
+    say(f"the book's notebooks run for {book_readers()}")
 
 
 def ensure_proxy() -> None:
@@ -1151,9 +1156,8 @@ def status() -> tuple[int, list[str]]:
                  "start it with: sudo rbtutor hub up"]
         return 3, lines
     how = f"service {HUB_UNIT}" if under_systemd(HUB_UNIT) else f"pid file {PID_FILE}"
-    book_readers = "everyone, students too" if STUDENT_BOOK.exists() else "the course's account only"
     return 0, [f"the course hub is running: pid {pid} ({how})", f"address: {URL}",
-               f"gradebook: {gradebook}", f"the book's notebooks run for: {book_readers}", f"log: {LOG}"]
+               f"gradebook: {gradebook}", f"the book's notebooks run for: {book_readers()}", f"log: {LOG}"]
 
 
 def main(argv=None) -> int:
