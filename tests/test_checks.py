@@ -818,6 +818,27 @@ def test_refused_checks_are_counted_per_student_answer_and_hour_not_logged(tmp_p
     assert (part.checks, part.passes, part.refused, part.refused_from) == (10, 10, 40, {"alice": 40})
 
 
+def test_forgotten_students_may_check_again_and_leave_no_count(tmp_path):
+    """CheckStore.forget removes the named students' limit window, tallies and refusals, and no one else's."""
+    course = _course(tmp_path / "c")
+    now = [1.0e9]
+    core = CheckCore(course, clock=lambda: now[0])
+    bodies = {student: _right_body(student, 1)[1] for student in ("alice", "bob")}
+    for student, body in bodies.items():
+        for _ in range(10):
+            core.check(student, body)
+        with pytest.raises(CheckRefused):
+            core.check(student, body)
+    core.store.forget(["alice"])
+    assert core.check("alice", bodies["alice"])["passed"], "alice's limit starts again"
+    with pytest.raises(CheckRefused) as refused:
+        core.check("bob", bodies["bob"])
+    assert refused.value.status == 429, "bob's limit is kept"
+    assert {row[0] for row in core.store.tallies()} == {"alice", "bob"}
+    assert [row[2] for row in core.store.tallies() if row[0] == "alice"] == [1]
+    assert {row[0] for row in core.store.refusals_by_hour()} == {"bob"}
+
+
 def test_the_log_is_rotated_under_a_size_cap_and_the_limit_outlives_it(tmp_path):
     course = _course(tmp_path / "c")
     log = AttemptLog(course / "checks" / "attempts.jsonl", max_bytes=1500, keep=2)

@@ -121,6 +121,14 @@ class CheckStore:
         self._db.execute("INSERT INTO refused VALUES (?, ?, ?, ?, ?) ON CONFLICT (student, id, hour, reason) "
                          "DO UPDATE SET n = n + excluded.n", (student, answer_id, hour, reason, count))
 
+    def forget(self, students: Iterable[str]) -> None:
+        """Remove every count of ``students``: their limit window, tallies and refusals (for made-up
+        accounts, such as a benchmark's; the diagnoses per answer id are not per student and stay)."""
+        names = [(name,) for name in students]
+        with self._lock, self._db:
+            for table in ("recent", "tally", "refused"):
+                self._db.executemany(f"DELETE FROM {table} WHERE student = ?", names)
+
     # --- an old log, once
     def imported(self) -> bool:
         with self._lock:
