@@ -149,7 +149,7 @@ def replace_outline(pdf: bytes, entries: list[dict]) -> bytes:
                 continue
             destination = named.get("/" + following["id"]) or named.get(following["id"])
             page, fit = reader.get_destination_page_number(destination), Fit.fit()
-        item = writer.add_outline_item(title, page, parent=parent, fit=fit)
+        item = writer.add_outline_item(title=title, page_number=page, parent=parent, fit=fit)
         parents[level] = item
         for deeper in [k for k in parents if k > level]:
             del parents[deeper]
