@@ -48,24 +48,23 @@ def test_interrupted_run_can_be_rerun(small_class, tmp_path):
     shutil.copytree(small_class, clean)
     reference = run_course(clean, "grade")
 
-    # one worker, so that work is left when the first submission is done; interrupted right then
+    # one worker; a Ctrl-C (SIGINT to the process group, as a terminal sends it) as soon as the run
+    # says it starts: it stops after the submission being graded, and writes nothing of its end
     proc = subprocess.Popen([sys.executable, "-m", "rbtutor.course", "grade", "--jobs", "1",
                              "--root", str(small_class)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    said = [proc.stdout.readline()]  # blocks until the first submission is graded (or the run ends)
-    while said[-1] and not said[-1].startswith("["):  # what the run starts, before the first notebook
-        said.append(proc.stdout.readline())
-    first = said[-1]
-    assert said[0].startswith("grading 3 submissions with 1 worker"), said
-    assert first.startswith("[1/3]"), said
+    said = proc.stdout.readline()
+    assert said.startswith("grading 3 submissions with 1 worker"), said
     os.killpg(proc.pid, signal.SIGINT)
     try:
-        out, _ = proc.communicate(timeout=120)  # a safety net: the interrupt ends the run at once
+        out, err = proc.communicate(timeout=120)  # a safety net: the run stops after one submission
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-    assert proc.returncode != 0, "the run was not interrupted"
-    assert "graded 3 submissions" not in out, "the run was not interrupted"
+        out, err = proc.communicate()
+    assert proc.returncode == 130, out + err
+    assert "stopping after the submissions being graded now" in err, err
+    assert "stopped by Ctrl-C after 1 of 3 submissions; grades.csv and the reports were not written" in err, err
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("[")] == ["[1/3]"], out
     rerun = run_course(small_class, "grade")
 
     for result in (reference, rerun):
@@ -82,6 +81,37 @@ def test_interrupted_run_can_be_rerun(small_class, tmp_path):
     report = json.loads((small_class / "integrity_report.json").read_text())
     broken = next(e for e in report if e["student"] == "broken")
     assert "notebook_unreadable" in {e["kind"] for e in broken["events"]}
+
+
+def test_ctrl_c_stops_a_pool_of_workers_and_a_second_one_at_once(small_class, tmp_path):
+    """With workers, a Ctrl-C reaches them too (one process group) but only the grading process acts on it:
+    the run stops after the notebooks in hand (exit 130). A second Ctrl-C stops it without waiting."""
+    for interrupts, status in ((1, 130), (2, None)):
+        course = tmp_path / f"course{interrupts}"
+        shutil.copytree(small_class, course, symlinks=True)
+        proc = subprocess.Popen([sys.executable, "-m", "rbtutor.course", "grade", "--jobs", "2", "--root", str(course)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        said = proc.stdout.readline()
+        assert said.startswith("grading 3 submissions with 2 workers"), said
+        os.killpg(proc.pid, signal.SIGINT)
+        if interrupts == 2:
+            for line in proc.stderr:  # the first is acknowledged before the second is sent
+                if "stopping after the submissions being graded now" in line:
+                    break
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=120)  # a safety net
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        assert "graded 3 submissions" not in out, out
+        if status is not None:
+            assert proc.returncode == status, out + err
+            assert err.count("stopping after the submissions being graded now") == 1, err
+            assert "stopped by Ctrl-C after " in err, err
+        else:
+            assert proc.returncode not in (0, 130), out + err
+            assert "KeyboardInterrupt" in err, err
 
 
 def test_regrading_keeps_hand_grading_and_shows_overrides(small_class, tmp_path):

@@ -7,11 +7,13 @@ import gc
 import importlib
 import os
 import shutil
+import signal
 import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -67,7 +69,9 @@ def worker_pool(jobs: int):
 
 
 def _adopt(environ: dict[str, str], folder: str) -> None:
-    """A new worker's start: the grading process's environment and working folder."""
+    """A new worker's start: the grading process's environment and working folder. A Ctrl-C is for
+    the grading process to act on (:func:`stop_when_interrupted`), so the worker ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(folder)
@@ -232,8 +236,35 @@ def duration_text(seconds: float) -> str:
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
+@contextmanager
+def stop_when_interrupted():
+    """Within the block, a first Ctrl-C (SIGINT) asks the run to stop after the submissions being graded,
+    and a second raises KeyboardInterrupt at once (in a notebook graded in this process, nbgrader
+    takes it for that notebook's failure). Yields a function that says whether one came.
+
+    nbgrader's ``capture_log`` ends in a bare ``except:``, so a KeyboardInterrupt raised while a
+    notebook is graded was taken for that notebook's failure: the run marked it not graded and
+    went on with the next. The signal is therefore a request the run checks between submissions.
+    """
+    asked: list[bool] = []
+
+    def on_interrupt(signum, frame):
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(True)
+        print("rbtutor grade: stopping after the submissions being graded now (Ctrl-C again: at once)",
+              file=sys.stderr, flush=True)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield lambda: bool(asked)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def grade(layout: CourseLayout, jobs: int | None = None) -> int:
-    """Autograde every submission, ``jobs`` at a time (:func:`default_jobs` by default)."""
+    """Autograde every submission, ``jobs`` at a time (:func:`default_jobs` by default); a Ctrl-C stops the
+    run after the submissions being graded (exit status 130, nothing of the run's end written)."""
 
     # one zygote for the run (the workers inherit its name): every kernel starts as a copy of it;
     # it starts while start_run works out the class's keys
@@ -245,22 +276,30 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
             return 2
         jobs = jobs or default_jobs()
         count = len(work) + len(failures)
-        print(f"grading {plural(len(work), 'submission')} with {plural(jobs, 'worker')}: one line each as it is "
-              "done, with the time left at the pace so far", flush=True)
-        start = time.perf_counter()
-        zygote_ready()
-        if jobs == 1:
-            results = map(autograde_one, work)
-        else:
-            pool = worker_pool(jobs)
-            results = _pool_results(pool, work)
-        for k, (assignment, student, summary, seconds, problem) in enumerate(results, 1):
-            print(progress_line(k, len(work), student, assignment, summary, seconds, time.perf_counter() - start),
-                  flush=True)
-            if problem:
-                failures.append((assignment, student, problem))
-        if jobs != 1:
-            pool.shutdown()
+        with stop_when_interrupted() as interrupted:
+            print(f"grading {plural(len(work), 'submission')} with {plural(jobs, 'worker')}: one line each as it "
+                  "is done, with the time left at the pace so far", flush=True)
+            start, done = time.perf_counter(), 0
+            zygote_ready()
+            if jobs == 1:
+                results = map(autograde_one, work)
+            else:
+                pool = worker_pool(jobs)
+                results = _pool_results(pool, work)
+            for done, (assignment, student, summary, seconds, problem) in enumerate(results, 1):
+                print(progress_line(done, len(work), student, assignment, summary, seconds,
+                                    time.perf_counter() - start), flush=True)
+                if problem:
+                    failures.append((assignment, student, problem))
+                if interrupted():
+                    break
+            if jobs != 1:
+                pool.shutdown(cancel_futures=True)
+            if interrupted():
+                print(f"rbtutor grade: stopped by Ctrl-C after {done} of {plural(len(work), 'submission')}; "
+                      "grades.csv and the reports were not written. Run rbtutor grade again to grade "
+                      "every submission.", file=sys.stderr)
+                return 130
     return finish_run(layout, grader, count, failures, time.perf_counter() - start, f"with {jobs} worker(s)")
 
 
