@@ -54,7 +54,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
-	$(PY) -m pip install --upgrade -c constraints.txt pip
+	$(PY) -m pip install --upgrade -c constraints.txt pip setuptools
 	$(PY) -m pip install -c constraints.txt -e '.[course,hub,test]'
 	touch $@
 

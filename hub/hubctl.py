@@ -345,8 +345,9 @@ def refresh_package(venv: Path, source: Path) -> None:
 
 
 def package_copy(target: Path) -> Path:
-    """The files that make the rbtutor package, copied from the checkout (so pip builds nothing in it)."""
-    for name in ("pyproject.toml", "README.md"):
+    """The files that make the rbtutor package, copied from the checkout (so pip builds nothing in it);
+    the licence files are named by pyproject.toml's license-files, and a build without them fails."""
+    for name in ("pyproject.toml", "README.md", "LICENSE", "LICENSE-TEXT.md"):
         shutil.copy2(CHECKOUT / name, target / name)
     shutil.copytree(CHECKOUT / "rbtutor", target / "rbtutor",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

@@ -280,7 +280,8 @@ def test_every_page_states_the_licences_and_the_package_names_its_own(built_book
     root = Path(__file__).resolve().parents[1]
     assert (root / "LICENSE").read_text().startswith("MIT License")
     assert "Creative Commons Attribution 4.0 International" in (root / "LICENSE-TEXT.md").read_text()
-    assert tomllib.loads((root / "pyproject.toml").read_text())["project"]["license"] == {"text": "MIT"}
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert (project["license"], project["license-files"]) == ("MIT", ["LICENSE", "LICENSE-TEXT.md"])
     pages = sorted(built_book.rglob("*.html"))
     assert pages
     unlicensed = [p.relative_to(built_book) for p in pages

@@ -20,6 +20,8 @@ from test_assignments import answered, grade_of
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "problem03"
+sys.path.insert(0, str(ROOT / "hub"))
+import hubctl  # noqa: E402 - the hub's set-up copies the package's files the same way
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +29,9 @@ def installed(tmp_path_factory):
     """A venv with rbtutor installed from a wheel; return its python."""
     require_sandbox()
     tmp = tmp_path_factory.mktemp("install")
-    source = tmp / "source"  # built from a copy: setuptools leaves build/ beside what it builds
+    source = tmp / "source"  # built from a copy, as the hub's set-up does: setuptools leaves build/ beside it
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, source)
-    shutil.copytree(ROOT / "rbtutor", source / "rbtutor", ignore=shutil.ignore_patterns("__pycache__"))
+    hubctl.package_copy(source)
     wheels = tmp / "wheels"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                             "-w", str(wheels), str(source)], capture_output=True, text=True, timeout=600)
@@ -50,6 +50,18 @@ def installed(tmp_path_factory):
                            capture_output=True, text=True, check=True).stdout.strip()
     assert where.startswith(str(site)), f"rbtutor imported from {where}, not from the wheel install"
     return python
+
+
+def test_the_wheel_states_its_licence(installed):
+    """The installed metadata says MIT as an SPDX expression and carries both licence files."""
+    from importlib.metadata import Distribution
+
+    site = installed.parent.parent / "lib"
+    (info,) = site.glob("python3*/site-packages/rbtutor-*.dist-info")
+    metadata = Distribution.at(info).metadata
+    assert metadata["License-Expression"] == "MIT"
+    assert sorted(metadata.get_all("License-File")) == ["LICENSE", "LICENSE-TEXT.md"]
+    assert (info / "licenses" / "LICENSE").read_text().startswith("MIT License")
 
 
 def test_the_wheel_carries_the_key_and_the_data(installed):
