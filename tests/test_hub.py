@@ -261,13 +261,16 @@ class Session:
             start_progress_shown(self)
         page.evaluate(_WAITS_JS)
 
-    def wait_for_server(self, timeout: float = 240.0) -> None:
+    def wait_for_server(self, timeout: float = 240.0, after_stop: bool = False) -> None:
         """Wait until the browser is in JupyterLab, failing at once when the hub reports a failed spawn.
 
         The hub gives a spawn ``Spawner.start_timeout`` (180 s), so the wait is longer than that:
         a slow spawn ends in the hub's own verdict, which the failure then shows. The spawn-pending
         page learns that the server is ready from an event stream; if it is still there after 30 s,
         it is loaded again (as a user would), which sends a ready server's user on to it.
+        ``after_stop``: the spawn was asked for right after a Stop; if the hub was still ending the
+        stop, it answered "already active" and the page then says the server is not running, so the
+        start is asked for again (as a user would press Launch Server).
         """
         started = time.monotonic()
         reloaded = started
@@ -283,6 +286,10 @@ class Session:
             if "Spawn failed" in text or "failed to start" in text.lower() or waited > timeout:
                 raise AssertionError(f"{self.user}'s server did not come up (waited {waited:.0f} s)\n"
                                      f"{page_state(self.page)}\n{hub_log_tail()}")
+            if after_stop and "/hub/spawn-pending/" in self.page.url and "Server not running" in text:
+                print(f"{self.user}: the hub ended the stop after the start was asked for; asking again", flush=True)
+                self.page.goto(f"{hubctl.URL}/hub/spawn/{self.user}")
+                continue
             if "/hub/spawn-pending/" in self.page.url and time.monotonic() - reloaded > 30:
                 print(f"{self.user}: still on {self.page.url} after {waited:.0f} s; loading it again", flush=True)
                 self.page.goto(self.page.url)
@@ -1226,7 +1233,7 @@ def restart_server(s: Session, while_stopped=None) -> None:
         s.page.wait_for_timeout(200)
     (while_stopped or forget_book_copy)(s.user)
     s.page.goto(f"{hubctl.URL}/hub/spawn/{s.user}")
-    s.wait_for_server()
+    s.wait_for_server(after_stop=True)
 
 
 def server_running(user: str) -> bool:
