@@ -59,6 +59,7 @@
   course gradebook (:mod:`pgserver`, Debian's ``postgresql`` binaries) in :data:`PG_FOLDER`, on
   127.0.0.1 port :data:`PG_PORT`, with a random password (students have accounts on this machine),
   and ``RBTUTOR_GRADEBOOK`` (which holds it) set for the instructor only (shell and server);
+* limits each student account's connections to the hub's own ports (hub/netlimits.py, nftables);
 * then starts JupyterHub on http://127.0.0.1:8000 in the background (log in :data:`LOG`).
 
 Where systemd is the init system, the hub (and the PostgreSQL server) are systemd services,
@@ -68,7 +69,7 @@ the hub is a background process with its pid in :data:`PID_FILE`, and ``pg_ctl``
 ``python3 hub/hubctl.py units --into DIR`` writes the units to read or install by hand.
 
 ``python3 hub/hubctl.py down`` stops the hub, its proxy, the users' servers and the PostgreSQL
-server if one was started (and disables their services).
+server if one was started (and disables their services), and lifts the connection limits.
 
 This script uses the standard library only: it runs before the course environment exists.
 """
@@ -88,8 +89,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
+
+import netlimits
 
 HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parent
@@ -132,6 +136,8 @@ CLASS_LIST = Path("/etc/rbtutor/students.txt")
 #: where an earlier set-up put the hub's nbgrader configuration, read by every environment
 LEGACY_NBGRADER_CONFIG = Path("/etc/jupyter/nbgrader_config.py")
 URL = "http://127.0.0.1:8000"
+HUB_PORT = 8081  # the hub's own API, where the servers and services ask it (c.JupyterHub.hub_port)
+PROXY_API_PORT = 8001  # configurable-http-proxy's API (JupyterHub's default)
 PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
 PG_FOLDER = Path("/var/lib/rbtutor-postgres")  # make hub GRADEBOOK=postgres: the gradebook's cluster
 PG_PORT = 54329
@@ -907,11 +913,14 @@ def hub_unit(postgres: bool = False) -> str:
 
     ``KillMode=mixed`` sends SIGTERM to the hub alone, which stops its proxy, servers and
     services itself; whatever is left after ``TimeoutStopSec`` is killed, as :func:`stop` does.
-    With the PostgreSQL gradebook, the hub needs :data:`PG_UNIT` and starts after it."""
+    With the PostgreSQL gradebook, the hub needs :data:`PG_UNIT` and starts after it. Each start puts
+    the limits on students' connections in force first (nftables' rules do not outlive a reboot); when
+    they cannot be, the hub starts all the same, with the reason in the journal."""
     needs = f"Requires={PG_UNIT}\nAfter={PG_UNIT}\n" if postgres else ""
     return ("[Unit]\nDescription=JupyterHub of the rbtutor course (written by hub/hubctl.py)\n"
             f"After=network-online.target\nWants=network-online.target\n{needs}\n"
             f"[Service]\nUser=root\nWorkingDirectory={STATE}\nEnvironment=PATH={hub_path()}\n"
+            f"ExecStartPre=-{VENV / 'bin' / 'python'} {HERE / 'hubctl.py'} limits\n"
             f"ExecStart={' '.join(hub_argv())}\nStandardOutput=append:{LOG}\nStandardError=inherit\n"
             "KillMode=mixed\nTimeoutStopSec=45\nRestart=on-failure\n\n"
             "[Install]\nWantedBy=multi-user.target\n")
@@ -988,6 +997,30 @@ def wait_until_up(ended, timeout: float = 90.0) -> None:
     raise HubError(f"JupyterHub did not answer on {URL} within {timeout:.0f} s; see {LOG}")
 
 
+def hub_ports() -> list[int]:
+    """The loopback ports of this deployment that every account can reach: the proxy, its API, the
+    hub's API, the course's services and PostgreSQL (not the users' own servers)."""
+    urls = (URL, CHECK_URL, FETCH_URL, GRADING_URL)
+    return sorted({*(urllib.parse.urlsplit(url).port for url in urls), HUB_PORT, PROXY_API_PORT, PG_PORT})
+
+
+def limit_connections() -> bool:
+    """Put hub/netlimits.py's per-account limits on :func:`hub_ports` in force, the instructors exempt;
+    False, with a warning saying why, when they cannot be."""
+    import pwd
+
+    exempt = [pwd.getpwnam(name).pw_uid for name in INSTRUCTORS if user_exists(name)]
+    try:
+        netlimits.apply(hub_ports(), exempt)
+    except netlimits.LimitsError as exc:
+        say(f"WARNING: no limits on students' connections to the hub's ports: {exc}. One student's processes "
+            "can then keep the check service and the proxy busy for everyone (Operator guide, the hub page).")
+        return False
+    say(f"each student account may hold {netlimits.OPEN_AT_ONCE} connections to the hub's ports and open "
+        f"{netlimits.PER_SECOND} a second (nftables table {netlimits.TABLE})")
+    return True
+
+
 def start(extra_env: dict[str, str] | None = None) -> int:
     """Start JupyterHub in the background; return its pid once it answers.
 
@@ -998,6 +1031,7 @@ def start(extra_env: dict[str, str] | None = None) -> int:
         say(f"already running (pid {pid}) on {URL}; `make hub-stop` first to restart it")
         return pid
     end_leftovers()  # a server or service of a hub that was killed would hold its port
+    limit_connections()
     LOG.touch()
     os.chmod(LOG, 0o600)  # the servers and services log there: root only
     if systemd_running():
@@ -1165,8 +1199,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=os.environ.get("RBTUTOR_PROG", "hub/hubctl.py"),
                                      description=__doc__.splitlines()[0],
                                      epilog="example: sudo rbtutor hub up --gradebook postgres")
-    parser.add_argument("command", choices=["up", "down", "status", "setup", "units"],
-                        help="up: set up and start; setup: set up only; down: stop; status: whether it runs "
+    parser.add_argument("command", choices=["up", "down", "status", "setup", "units", "limits"],
+                        help="up: set up and start; setup: set up only; down: stop (and lift the limits); "
+                             "limits: put the limits on students' connections to the hub's ports in force "
+                             "(up does; exit 1 when they cannot be); status: whether it runs "
                              "(exit 0) or not (exit 3), or cannot be told without root (exit 4); "
                              "units: write the systemd units `up` installs where systemd runs into --into, "
                              "to read or install by hand")
@@ -1194,6 +1230,10 @@ def main(argv=None) -> int:
             require_root()
             stop()
             stop_postgres()
+            netlimits.remove()
+        elif args.command == "limits":
+            require_root()
+            return 0 if limit_connections() else 1
         else:
             up(start_hub=args.command == "up", gradebook=args.gradebook, student_book=args.student_book)
     except (HubError, subprocess.CalledProcessError) as exc:

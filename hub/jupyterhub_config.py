@@ -38,7 +38,7 @@ c = get_config()  # noqa: F821 - provided by JupyterHub
 
 c.JupyterHub.bind_url = hubctl.URL
 c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = 8081
+c.JupyterHub.hub_port = hubctl.HUB_PORT
 c.JupyterHub.db_url = f"sqlite:///{hubctl.STATE / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(hubctl.STATE / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.command = [str(hubctl.PROXY)]
@@ -72,7 +72,7 @@ else:  # LTI 1.3 (rbtutor.lms.authenticator): whoever the LMS launches and the c
     _lti.fetch_argv = [str(hubctl.STUDENT_VENV / "bin" / "nbgrader"), "fetch_assignment", "{assignment}"]
     _lti.fetch_env = {"PATH": f"{hubctl.STUDENT_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
                       "JUPYTER_CONFIG_PATH": str(hubctl.ROLE_CONFIG / "student"), "JUPYTER_PATH": str(hubctl.SHARE),
-                      "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE), "JUPYTERHUB_API_URL": "http://127.0.0.1:8081/hub/api",
+                      "RBTUTOR_EXCHANGE": str(hubctl.EXCHANGE), "JUPYTERHUB_API_URL": f"http://127.0.0.1:{hubctl.HUB_PORT}/hub/api",
                       "RBTUTOR_FETCH_URL": f"{hubctl.URL}/services/rbtutor-fetch/"}
     _lti.fetch_scopes = ["access:services!service=rbtutor-fetch", "read:users:groups!user={user}",
                          "read:users:name!user={user}"]

@@ -1342,3 +1342,84 @@ def test_the_book_runs_on_the_hub(hub, tmp_path):
         finally:
             hubctl.share_book(False)
             browser.close()
+
+
+# A student's process opening connections to one of the hub's ports: "hold" keeps those it got
+# (until its stdin ends), "churn" closes each at once; it prints what it got.
+_CONNECT = """
+import socket, sys, time
+port, count, how = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+held, accepted, refused, started = [], 0, 0, time.monotonic()
+for _ in range(count):
+    connection = socket.socket()
+    try:
+        connection.connect(("127.0.0.1", port))
+        accepted += 1
+        held.append(connection) if how == "hold" else connection.close()
+    except ConnectionRefusedError:
+        refused += 1
+        connection.close()
+print(accepted, refused, round(time.monotonic() - started, 3), flush=True)
+sys.stdin.read()
+"""
+
+
+def connecting(user: str, port: int, count: int, how: str) -> subprocess.Popen:
+    """``_CONNECT`` run as ``user``, with the students' Python; its first line says (accepted, refused, s)."""
+    return subprocess.Popen(["runuser", "-u", user, "--", str(hubctl.STUDENT_VENV / "bin" / "python"), "-c",
+                             _CONNECT, str(port), str(count), how], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, cwd="/")
+
+
+def got(process: subprocess.Popen) -> tuple[int, int, float]:
+    accepted, refused, seconds = process.stdout.readline().split()
+    return int(accepted), int(refused), float(seconds)
+
+
+@pytest.fixture
+def two_accounts():
+    """Two Unix accounts of people the hub does not know, removed afterwards: the limits are the
+    kernel's, by account, and what these open stays out of the class's own accounts' counts."""
+    names = ["rbnet1", "rbnet2"]
+    for name in names:
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
+    yield names
+    for name in names:
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def test_one_account_s_connections_to_the_hub_are_limited(hub, two_accounts):
+    """With the hub started, the kernel refuses a student account's connections to the hub's ports
+    over hub/netlimits.py's bounds, at once and before any server sees them: of 100 held open, the
+    first OPEN_AT_ONCE are accepted. Another account, and the instructor, connect meanwhile as
+    usual. Opened and closed one after the other, an account gets at most BURST at once and
+    PER_SECOND a second after that. Lifted, they are gone; ``hubctl.py limits`` puts them back."""
+    import netlimits
+
+    assert netlimits.in_force(), "hubctl.start() put the limits in force"
+    port = int(hubctl.URL.rsplit(":", 1)[1])
+    first, second = two_accounts
+    holder = connecting(first, port, 100, "hold")
+    try:
+        accepted, refused, _ = got(holder)
+        assert (accepted, refused) == (netlimits.OPEN_AT_ONCE, 100 - netlimits.OPEN_AT_ONCE)
+        for user, count in ((second, 10), (hubctl.INSTRUCTORS[0], 100)):
+            other = connecting(user, port, count, "hold")
+            assert got(other)[:2] == (count, 0), user
+            other.communicate("")
+    finally:
+        holder.communicate("")
+    churn = connecting(second, port, 400, "churn")
+    accepted, refused, seconds = got(churn)
+    churn.communicate("")
+    assert refused > 0, (accepted, seconds)
+    assert accepted <= netlimits.BURST + netlimits.PER_SECOND * (seconds + 1), (accepted, seconds)
+
+    netlimits.remove()
+    assert not netlimits.in_force()
+    lifted = connecting(first, port, 100, "hold")
+    assert got(lifted)[:2] == (100, 0)
+    lifted.communicate("")
+    assert hubctl.main(["limits"]) == 0  # what the systemd unit runs before each start
+    assert netlimits.in_force()

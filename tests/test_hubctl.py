@@ -126,6 +126,7 @@ def deployment(tmp_path, monkeypatch):
     venv_bin = tmp_path / "venv" / "bin"
     venv_bin.mkdir(parents=True)
     (venv_bin / "jupyterhub").symlink_to(Path(sys.executable).parent / "jupyterhub")
+    (venv_bin / "python").symlink_to(sys.executable)
     monkeypatch.setattr(hubctl, "VENV", venv_bin.parent)
     monkeypatch.setattr(hubctl, "STATE", tmp_path / "state")
     monkeypatch.setattr(hubctl, "LOG", tmp_path / "hub.log")
@@ -142,6 +143,9 @@ def test_the_hub_unit_passes_systemd_analyze_and_runs_what_start_runs(deployment
     assert (checked.returncode, checked.stdout + checked.stderr) == (0, "")
     service = _service((units / hubctl.HUB_UNIT).read_text())
     assert service["ExecStart"].split() == hubctl.hub_argv()  # the argv the pid-file start runs
+    # the limits on students' connections first, as start() does; without them the hub starts all the same
+    assert service["ExecStartPre"].split() == [f"-{hubctl.VENV / 'bin' / 'python'}", str(ROOT / "hub" / "hubctl.py"),
+                                               "limits"]
     assert service["WorkingDirectory"] == str(hubctl.STATE)
     assert service["KillMode"] == "mixed"  # SIGTERM to the hub alone: it stops its servers itself
     # the check can fail: a course environment without jupyterhub
