@@ -140,10 +140,25 @@ def prose(printed):
 
 
 @functools.cache
+def page_runs(reader) -> tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...]:
+    """Each page of a PDF as its text and its runs of text (text, font name, distance from the left
+    edge in points), read in one pass a run: pypdf takes about 30 s a pass over a whole edition,
+    and the tests read the student's three ways."""
+    pages = []
+    for page in reader.pages:
+        runs: list[tuple[str, str, float]] = []
+
+        def visit(text, cm, tm, font, size, _runs=runs):
+            x = cm[0] * tm[4] + cm[2] * tm[5] + cm[4]
+            _runs.append((text, str((font or {}).get("/BaseFont", "")), x))
+
+        pages.append((page.extract_text(visitor_text=visit) or "", tuple(runs)))
+    return tuple(pages)
+
+
 def page_texts(reader) -> tuple[str, ...]:
-    """The text of each page of a PDF, extracted once a run: pypdf takes about 30 s for a whole edition,
-    and several tests read the student's."""
-    return tuple(page.extract_text() or "" for page in reader.pages)
+    """The text of each page of a PDF."""
+    return tuple(text for text, _ in page_runs(reader))
 
 
 def pdf_text(reader) -> str:
@@ -152,18 +167,8 @@ def pdf_text(reader) -> str:
 
 def prose_text(reader) -> list[str]:
     """The text of each page set in a proportional font: everything but the printed code."""
-    pages = []
-    for page in reader.pages:
-        chunks: list[str] = []
-
-        def visit(text, cm, tm, font, size, _chunks=chunks):
-            name = str((font or {}).get("/BaseFont", ""))
-            if "Mono" not in name and "Courier" not in name:
-                _chunks.append(text)
-
-        page.extract_text(visitor_text=visit)
-        pages.append("".join(chunks))
-    return pages
+    return ["".join(text for text, font, _ in runs if "Mono" not in font and "Courier" not in font)
+            for _, runs in page_runs(reader)]
 
 
 def outline_entries(reader) -> list[tuple[int, str, int]]:
@@ -256,16 +261,9 @@ def test_contents_list_has_the_right_page_numbers(student):
 
 def test_text_stays_inside_the_page(student):
     """No text runs past the right edge of the page (wide formulas and tables are scaled)."""
-    overflow = []
-    for number, page in enumerate(student.pages, start=1):
-        width = float(page.mediabox.width)
-
-        def visit(text, cm, tm, font, size, _n=number, _w=width):
-            x = cm[0] * tm[4] + cm[2] * tm[5] + cm[4]
-            if text.strip() and x > _w - 10:
-                overflow.append((_n, round(x), text[:30]))
-
-        page.extract_text(visitor_text=visit)
+    overflow = [(number, round(x), text[:30])
+                for number, (page, (_, runs)) in enumerate(zip(student.pages, page_runs(student), strict=True), start=1)
+                for text, _, x in runs if text.strip() and x > float(page.mediabox.width) - 10]
     assert not overflow, f"text beyond the right margin: {overflow[:10]}"
 
 
