@@ -175,12 +175,13 @@ def test_interrupted_client_then_rerun_gives_the_same_grades(cluster, small_clas
             line = proc.stdout.readline()
         assert line.startswith(f"grading {len(CLASS)} submissions on "), line
         os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)  # safety net: the interrupt ends the client at once
+        out, err = proc.communicate(timeout=120)  # safety net: the interrupt ends the client at once
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0, "the run was not interrupted"
+    assert proc.returncode == 130, f"the run was not interrupted: {out[-2000:]}{err[-2000:]}"
     assert "submissions in" not in out, "the run was not interrupted"
+    assert "stopped by Ctrl-C; grades.csv and the reports were not written" in err, err[-2000:]
     rerun = subprocess.run(grade_command(course, cluster.address), capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     check_run(course, rerun.stdout)

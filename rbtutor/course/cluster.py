@@ -35,9 +35,11 @@ submission again.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import time
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -286,25 +288,59 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
         return 2
     count = len(work) + len(failures)
     hosts = sorted({f["host"] for f in facts.values()})
-    print(f"grading {len(work)} submissions on {len(facts)} worker(s) on {', '.join(hosts)} "
-          f"(scheduler {client.scheduler.address})", flush=True)
-    start = time.perf_counter()
-    futures = {client.submit(autograde_one, job, key=task_key(job[1], job[2]), pure=False, retries=RETRIES): job
-               for job in work}
-    for k, future in enumerate(as_completed(futures, loop=client.loop), 1):
-        _, assignment, student = futures[future]
+    futures: dict = {}
+    with interrupted_at_once() as interrupted:
         try:
-            assignment, student, summary, seconds, problem = future.result()
-        except KilledWorker as exc:
-            summary, seconds = "NOT GRADED", float("nan")
-            problem = (f"its worker died {exc.allowed_failures + 1} times while grading it "
-                       f"(last {exc.last_worker.address})")
-        except Exception as exc:  # noqa: BLE001 - raised by the task on every try: listed, never lost
-            summary, seconds = "NOT GRADED", float("nan")
-            problem = f"{type(exc).__name__}: {exc}"
-        print(progress_line(k, len(work), student, assignment, summary, seconds, time.perf_counter() - start),
-              flush=True)
-        if problem:
-            failures.append((assignment, student, problem))
+            print(f"grading {len(work)} submissions on {len(facts)} worker(s) on {', '.join(hosts)} "
+                  f"(scheduler {client.scheduler.address})", flush=True)
+            start = time.perf_counter()
+            futures = {client.submit(autograde_one, job, key=task_key(job[1], job[2]), pure=False,
+                                     retries=RETRIES): job for job in work}
+            for k, future in enumerate(as_completed(futures, loop=client.loop), 1):
+                _, assignment, student = futures[future]
+                try:
+                    assignment, student, summary, seconds, problem = future.result()
+                except KilledWorker as exc:
+                    summary, seconds = "NOT GRADED", float("nan")
+                    problem = (f"its worker died {exc.allowed_failures + 1} times while grading it "
+                               f"(last {exc.last_worker.address})")
+                except Exception as exc:  # noqa: BLE001 - raised by the task on every try: listed, never lost
+                    summary, seconds = "NOT GRADED", float("nan")
+                    problem = f"{type(exc).__name__}: {exc}"
+                print(progress_line(k, len(work), student, assignment, summary, seconds,
+                                    time.perf_counter() - start), flush=True)
+                if problem:
+                    failures.append((assignment, student, problem))
+                if interrupted():
+                    raise KeyboardInterrupt
+            if interrupted():
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            client.cancel(list(futures))
+            print("rbtutor grade: stopped by Ctrl-C; grades.csv and the reports were not written. Tasks already "
+                  "running on the workers finish there; run rbtutor grade again, which waits for them and then "
+                  "grades every submission.", file=sys.stderr, flush=True)
+            return 130
     where = f"on {len(client.scheduler_info()['workers'])} worker(s) of {client.scheduler.address}"
     return finish_run(layout, grader, count, failures, time.perf_counter() - start, where)
+
+
+@contextmanager
+def interrupted_at_once():
+    """Within the block, Ctrl-C (SIGINT) raises KeyboardInterrupt, as Python's own handler does, and
+    is also remembered: the yielded function says whether one came. A KeyboardInterrupt raised
+    while the main thread runs a ``__del__`` or a weak reference's callback (Dask's futures have
+    both) is printed and dropped by Python, and the run went on to write grades.csv (a fresh-clone
+    run, 2026-12-06: exit 0 after a Ctrl-C that came after the run's first line); the run checks
+    the flag after each result and before its end."""
+    asked: list[bool] = []
+
+    def on_interrupt(signum, frame):
+        asked.append(True)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield lambda: bool(asked)
+    finally:
+        signal.signal(signal.SIGINT, previous)
