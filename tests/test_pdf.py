@@ -84,8 +84,10 @@ def test_makefile_builds_the_pdf_the_same_way():
 
 
 @pytest.fixture(scope="module")
-def singlehtml() -> Path:
-    """The singlehtml build of the book (built here as `make pdf` does unless given)."""
+def singlehtml(request) -> Path:
+    """The singlehtml build of the book (built here as `make pdf` does unless given), after the
+    run's HTML build: that one executes the notebooks into the cache both builds read, and this
+    one then only renders (two builds at once would each execute them)."""
     if not chromium_available():
         message = f"{CHROMIUM} is missing: the PDF cannot be printed"
         if os.environ.get("CI"):
@@ -95,6 +97,7 @@ def singlehtml() -> Path:
         return Path(os.environ[SINGLEHTML_ENV]).resolve()
     from conftest import VENV_BIN, build_env, offline_argv
 
+    request.getfixturevalue("built_book")
     proc = subprocess.run(offline_argv([str(VENV_BIN / "jb"), *SINGLEHTML_ARGS]), cwd=ROOT,
                           env=build_env(), capture_output=True, text=True, check=False)
     ARTIFACTS.mkdir(exist_ok=True)
