@@ -5,9 +5,8 @@ Workers (``make test`` runs ``pytest -n``): a test file goes whole to one worker
 fixtures are made once; the files that mark tests ``@pytest.mark.xdist_group("machine")`` use state
 of the whole machine (Unix accounts and groups, the course hub and its ports, hub/hubctl.py's
 folders) and all go to one worker, to run one after another (:class:`XdistScheduling`).
-The machine's files are scheduled first, then the longest of the others (:data:`FIRST_FILES`), and
-the files that read the built book last; the book is built once a run, in the background from the
-start (:func:`pytest_collection_modifyitems`).
+The machine's files are scheduled first, and the files that read the built book last; the book is
+built once a run, in the background from the start (:func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -135,26 +134,18 @@ def pytest_configure(config):
         config.pluginmanager.register(XdistScheduling(), "rbtutor-xdist-scheduling")
 
 
-#: the longest files outside the machine's, given to a worker before the others so that they do not
-#: make the run's tail: test_pdf.py (a build of the book's single page, three printed editions and
-#: their checks) took 8 to 11 minutes, and ran last in fresh-clone runs, ending with the run
-FIRST_FILES = frozenset({"test_pdf.py"})
-
-
 @pytest.hookimpl(trylast=True)  # after -k/-m have deselected
 def pytest_collection_modifyitems(config, items):
-    """Of the tests selected: the machine's first (the longest run, on one worker), then
-    FIRST_FILES, the files that read the built book last; and the book's build started in the
-    background now, so that the workers run the other tests while it is made."""
+    """Of the tests selected: the machine's first (the longest run, on one worker), the files that
+    read the built book last; and the book's build started in the background now, so that the
+    workers run the other tests while it is made."""
     book_files = {item.path for item in items if "built_book" in getattr(item, "fixturenames", ())}
 
     def rank(item) -> int:
-        if scope_of(item.nodeid) == "machine":
-            return 0
-        return 1 if item.path.name in FIRST_FILES else 3 if item.path in book_files else 2
+        return 0 if scope_of(item.nodeid) == "machine" else 2 if item.path in book_files else 1
 
     items.sort(key=rank)
-    wants_book = book_files or any(item.path.name in FIRST_FILES for item in items)  # test_pdf.py: see its singlehtml
+    wants_book = book_files or any(item.path.name == "test_pdf.py" for item in items)  # its singlehtml waits for it
     if wants_book and not os.environ.get(BOOK_HTML_ENV) and not config.option.collectonly:
         start_book_build(this_run())
 
