@@ -346,3 +346,35 @@ def test_status_without_root_says_it_cannot_tell_rather_than_guess(open_folder):
     code, line = done.stdout.splitlines()
     assert code == "4"
     assert line == f"cannot tell whether the course hub runs: {state} is readable by root only"
+
+
+def test_without_nft_the_hub_starts_and_says_the_limits_are_missing(tmp_path, monkeypatch, capsys):
+    """Where nftables is missing, putting the connection limits in force says so in a warning that
+    names the package, and ``hubctl.py limits`` (the systemd unit's step before each start) exits 1;
+    ``down``'s removal of the limits is quiet."""
+    import netlimits
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nft on it
+    monkeypatch.setattr(netlimits.os, "access", lambda path, mode: False)  # nor in sbin
+    assert hubctl.limit_connections() is False
+    said = capsys.readouterr().out
+    assert "WARNING: no limits on students' connections to the hub's ports: nft is missing" in said, said
+    assert "apt-get install -y nftables" in said
+    if os.geteuid() == 0:
+        assert hubctl.main(["limits"]) == 1
+    netlimits.remove()
+    assert "nft" not in capsys.readouterr().err
+
+
+def test_the_limits_cover_the_hub_s_ports_and_spare_the_instructors():
+    """The nftables table: the hub's own ports (not the users' servers), the instructors and the
+    system's accounts left alone, and the two bounds of hub/netlimits.py."""
+    import netlimits
+
+    assert hubctl.hub_ports() == sorted({8000, 8001, 8081, 10101, 10102, 10103, hubctl.PG_PORT})
+    rules = netlimits.ruleset(hubctl.hub_ports(), [1001])
+    assert "tcp dport != { 8000, 8001, 8081, 10101, 10102, 10103, 54329 } accept" in rules
+    assert "meta skuid < 1000 accept" in rules
+    assert "meta skuid 1001 accept" in rules
+    assert f"ct count over {netlimits.OPEN_AT_ONCE} }} reject with tcp reset" in rules
+    assert f"limit rate over {netlimits.PER_SECOND}/second burst {netlimits.BURST} packets }}" in rules
