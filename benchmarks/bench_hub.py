@@ -169,10 +169,12 @@ async def log_ins(passwords: dict[str, str]) -> list[dict]:
 
 
 async def token_of(user: str, password: str) -> str:
-    """A hub API token of ``user``'s own (as JupyterHub's token page makes one)."""
+    """A hub API token of ``user``'s own (as JupyterHub's token page makes one), good for an hour: the
+    instructor's is not removed with the benchmark's accounts."""
     async with httpx.AsyncClient(timeout=60) as client:
         await log_in(client, user, password)
-        reply = await client.post(f"{hubctl.URL}/hub/api/users/{user}/tokens", json={"note": "bench_hub"},
+        reply = await client.post(f"{hubctl.URL}/hub/api/users/{user}/tokens",
+                                  json={"note": "bench_hub", "expires_in": 3600},
                                   headers={"X-XSRFToken": client.cookies.get("_xsrf", path="/hub/")})
         reply.raise_for_status()
         return reply.json()["token"]
