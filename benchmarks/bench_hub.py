@@ -22,7 +22,8 @@ Needs root and the course hub's set-up (``sudo rbtutor hub up`` once); run it on
 not on a course's live hub: it writes its own class list (the demonstration's students and
 ``hb001`` ... ``hb101``), makes those accounts, generates and releases problem03, and starts
 the hub. It takes the hub lock and leaves things as found: the hub stopped (started again if it
-ran), the class list restored, the benchmark's accounts and hub users removed. Loopback only;
+ran), the class list restored, the benchmark's accounts and hub users removed, the limits on
+connections (hub/netlimits.py) lifted if they were not in force before. Loopback only;
 bounded: at most 101 accounts, each phase at most a few minutes (the waits below).
 
 Exit status: 1 when a target is missed or a phase fails; 0, with a line saying why, when it
@@ -318,8 +319,10 @@ def forget_checks() -> None:
                   "CheckStore(sys.argv[1], WINDOW).forget(sys.argv[2:])", str(STORE_FILE), *NAMES)
 
 
-def clean_up(before: str | None, was_running: bool) -> None:
+def clean_up(before: str | None, was_running: bool, limited: bool) -> None:
     hubctl.stop()
+    if not limited:  # the hub's start put the connection limits in force; they were not before
+        hubctl.netlimits.remove()
     forget_checks()
     if before is None:
         hubctl.CLASS_LIST.unlink(missing_ok=True)
@@ -347,11 +350,12 @@ def main() -> int:
     with open(HUB_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         was_running = hubctl.hub_pid() is not None
+        limited = hubctl.netlimits.in_force()
         before = write_class_list()
         try:
             return run()
         finally:
-            clean_up(before, was_running)
+            clean_up(before, was_running, limited)
 
 
 def run() -> int:

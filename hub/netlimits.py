@@ -74,12 +74,13 @@ def apply(ports, exempt_uids) -> None:
 
 def remove() -> None:
     """Take the limits away (nothing happens when they are not in force, or nft is missing)."""
-    try:
-        if in_force():
-            _nft("delete", "table", "inet", TABLE)
-    except LimitsError:
-        pass
+    if in_force():
+        _nft("delete", "table", "inet", TABLE)
 
 
 def in_force() -> bool:
-    return _nft("list", "table", "inet", TABLE).returncode == 0
+    """Whether the table is loaded (False where nft is missing)."""
+    try:
+        return _nft("list", "table", "inet", TABLE).returncode == 0
+    except LimitsError:
+        return False
