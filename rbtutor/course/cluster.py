@@ -35,11 +35,9 @@ submission again.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import sys
 import time
-from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -279,7 +277,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
     from distributed.scheduler import KilledWorker
 
     # deferred: rbtutor.course.grade takes 1748 ms to import (-X importtime, 2026-12-06); only a cluster run needs it
-    from .grade import autograde_one, finish_run, progress_line, start_run
+    from .grade import autograde_one, finish_run, progress_line, start_run, stop_when_interrupted
 
     try:
         grader, work, failures = start_run(layout)
@@ -289,7 +287,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
     count = len(work) + len(failures)
     hosts = sorted({f["host"] for f in facts.values()})
     futures: dict = {}
-    with interrupted_at_once() as interrupted:
+    with stop_when_interrupted(at_once=True) as interrupted:
         try:
             print(f"grading {len(work)} submissions on {len(facts)} worker(s) on {', '.join(hosts)} "
                   f"(scheduler {client.scheduler.address})", flush=True)
@@ -312,7 +310,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
                 if problem:
                     failures.append((assignment, student, problem))
                 if interrupted():
-                    raise KeyboardInterrupt
+                    break
             if interrupted():
                 raise KeyboardInterrupt
         except KeyboardInterrupt:
@@ -323,24 +321,3 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
             return 130
     where = f"on {len(client.scheduler_info()['workers'])} worker(s) of {client.scheduler.address}"
     return finish_run(layout, grader, count, failures, time.perf_counter() - start, where)
-
-
-@contextmanager
-def interrupted_at_once():
-    """Within the block, Ctrl-C (SIGINT) raises KeyboardInterrupt, as Python's own handler does, and
-    is also remembered: the yielded function says whether one came. A KeyboardInterrupt raised
-    while the main thread runs a ``__del__`` or a weak reference's callback (Dask's futures have
-    both) is printed and dropped by Python, and the run went on to write grades.csv (a fresh-clone
-    run, 2026-12-06: exit 0 after a Ctrl-C that came after the run's first line); the run checks
-    the flag after each result and before its end."""
-    asked: list[bool] = []
-
-    def on_interrupt(signum, frame):
-        asked.append(True)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
-        yield lambda: bool(asked)
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -237,7 +237,7 @@ def duration_text(seconds: float) -> str:
 
 
 @contextmanager
-def stop_when_interrupted():
+def stop_when_interrupted(at_once: bool = False):
     """Within the block, a first Ctrl-C (SIGINT) asks the run to stop after the submissions being graded,
     and a second raises KeyboardInterrupt at once (in a notebook graded in this process, nbgrader
     takes it for that notebook's failure). Yields a function that says whether one came.
@@ -245,11 +245,18 @@ def stop_when_interrupted():
     nbgrader's ``capture_log`` ends in a bare ``except:``, so a KeyboardInterrupt raised while a
     notebook is graded was taken for that notebook's failure: the run marked it not graded and
     went on with the next. The signal is therefore a request the run checks between submissions.
+
+    With ``at_once`` (the cluster's client, which grades nothing itself), the first Ctrl-C raises
+    KeyboardInterrupt too, and is remembered all the same: one raised while the main thread runs
+    a ``__del__`` or a weak reference's callback (Dask's futures have both) is printed and dropped
+    by Python, and the run went on to write grades.csv (a fresh-clone run, 2026-12-06: exit 0
+    after a Ctrl-C that came after the run's first line); so the run checks the flag too.
     """
     asked: list[bool] = []
 
     def on_interrupt(signum, frame):
-        if asked:
+        if asked or at_once:
+            asked.append(True)
             raise KeyboardInterrupt
         asked.append(True)
         print("rbtutor grade: stopping after the submissions being graded now (Ctrl-C again: at once)",
