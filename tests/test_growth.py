@@ -95,6 +95,26 @@ def test_class_keys_are_computed_once_per_run_not_per_notebook(course_data, tmp_
     assert calls == [], "a judge with the stored keys derives no classmate's key"
 
 
+def test_only_the_problems_asked_for_are_worked_out_and_the_rest_later(course_data, tmp_path, monkeypatch):
+    """A run grading problem03 and problem10 stores those keys only; a later run that grades
+    problem08 adds its keys and works out nothing stored before."""
+    calls = _counting(monkeypatch)
+    folder = write_class_keys(tmp_path / "keys", course_data, CLASS, [3, 10])
+    assert sorted(p.name for p in folder.glob("p*.json")) == ["p10.json", "p3.json"]
+    assert sorted(calls) == [(s, (3, 10)) for s in CLASS]
+    for problem in (3, 10):
+        stored = stored_class_keys(tmp_path / "keys", course_data, problem)
+        assert sorted(stored[CLASS[1]]) == sorted(student_key(course_data, CLASS[1], [problem]))
+    calls.clear()
+    write_class_keys(tmp_path / "keys", course_data, CLASS, [3, 8])
+    assert sorted(calls) == [(s, (8,)) for s in CLASS]
+    assert sorted(stored_class_keys(tmp_path / "keys", course_data, 8)) == CLASS
+    assert sorted(stored_class_keys(tmp_path / "keys", course_data, 10)) == CLASS  # kept
+    calls.clear()
+    write_class_keys(tmp_path / "keys", course_data, CLASS, [3, 8, 10])
+    assert calls == []
+
+
 def test_a_worker_keeps_the_decoded_keys_not_the_files_they_came_from(course_data, tmp_path):
     """Every worker keeps each problem's stored keys of the whole class; the files' JSON kept as
     well held twice as much again (45.5 MB against 15.2 MB for 273 students)."""
@@ -339,6 +359,25 @@ def test_start_run_stores_the_class_keys_where_the_judge_reads_them(course_data,
     assert folder.parent == store
     assert stat.S_IMODE(layout.scratch.stat().st_mode) == 0o700
     assert sorted(stored_class_keys(store, load_course_data(data_file), 8)) == CLASS[:3]
+
+
+def test_start_run_stores_the_keys_of_the_graded_assignments_problems(course_data, tmp_path, venv_on_path):
+    """The problems come from the answer cells of the assignments' source notebooks."""
+    import shutil
+
+    from rbtutor.course.grade import store_class_keys
+    from rbtutor.course.layout import CourseLayout
+
+    layout = CourseLayout(tmp_path / "course")
+    for name in ("problem03", "problem10"):
+        shutil.copytree(Path(__file__).resolve().parents[1] / "exercises" / name, layout.exercises / name)
+    data_file = tmp_path / "problem_data.yaml"
+    data_file.write_text(variants.to_yaml(course_data))
+    store = layout.scratch / "class_keys"
+    config = SimpleNamespace(JudgeAnswers=_Section({"class_keys": str(store), "data_file": str(data_file)}))
+    folder = store_class_keys(layout, SimpleNamespace(config=config), CLASS[:3], ["problem03", "problem10"])
+    assert sorted(p.name for p in folder.glob("p*.json")) == ["p10.json", "p3.json"]
+    assert sorted(stored_class_keys(store, load_course_data(data_file), 10)) == CLASS[:3]
 
 
 class _Section(dict):

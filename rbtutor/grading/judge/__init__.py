@@ -14,6 +14,7 @@ from .class_keys import (
     VARIANTS_FILE,
     class_keys_folder,
     course_reference,
+    problems_answered,
     stored_class_keys,
     stored_variant,
     write_class_keys,
@@ -37,7 +38,8 @@ from .verdicts import (
 __all__ = [
     "CHECK_REPLIES", "ERRATA_PAGE", "GENERIC_MISTAKES", "KNOWN_CONSTANTS", "MESSAGES", "PUBLISHED_KEY", "RULES",
     "VARIANTS_FILE", "VERDICT_KEY", "JudgeAnswers", "Verdict", "check_reply", "class_keys_folder", "course_reference",
-    "forget_verdict", "generic_slips", "judge", "not_accepted", "read_published", "recorded_verdict",
+    "forget_verdict", "generic_slips", "judge", "not_accepted", "problems_answered", "read_published",
+    "recorded_verdict",
     "stored_class_keys", "stored_variant", "write_class_keys",
 ]
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...problems import Answer, answer_key
+from ...problems import PROBLEMS, Answer, answer_key
 from ...problems.variants import data_digest, load_course_data, per_student, problem_of, student_key, variant
+from ..protocol import HAND_IN
 
 
 @lru_cache(maxsize=4)
@@ -89,20 +90,30 @@ def _decode_answer(stored: dict) -> Answer:
 VARIANTS_FILE = "variants.json"  # in the store's folder: each student's problem data
 
 
+def problems_answered(notebooks) -> set[int]:
+    """The problem numbers of the answer cells (``hand_in("p3.b.K", ...)``) of ``notebooks``: an
+    assignment's source notebooks name the problems whose keys its judges read."""
+
+    return {problem_of(answer_id) for nb in notebooks for cell in nb.cells if cell.cell_type == "code"
+            for answer_id in HAND_IN.findall(cell.source)}
+
+
 def class_keys_folder(store: str | Path, data: dict) -> Path:
     """Where the class's keys for ``data`` are kept under ``store``: a folder named by the data's digest."""
 
     return Path(store) / data_digest(data)
 
 
-def write_class_keys(store: str | Path, data: dict, students, new_pool=None) -> Path:
+def write_class_keys(store: str | Path, data: dict, students, problems=None, new_pool=None) -> Path:
     """Work out the variant and key of every student of ``students`` once and store them for the
     judges and restorers of a run.
 
     One file per problem, ``<store>/<digest of data>/p<N>.json``, mapping each student to
     their answers of that problem, and :data:`VARIANTS_FILE` mapping each student to their
-    problem data; folders are made with mode 0700. Students already stored for the same data
-    (an earlier run) are not worked out again. ``new_pool(jobs)``, when given, makes a
+    problem data; folders are made with mode 0700. ``problems`` (numbers; all of the course's by
+    default) are the problems worked out: those of the assignments a run grades, since a judge
+    works out a problem missing from the store itself. What is already stored for the same data
+    (an earlier run) is not worked out again. ``new_pool(jobs)``, when given, makes a
     ``concurrent.futures`` executor that works them out in parallel (only made when some are
     missing). Returns the folder.
     """
@@ -115,17 +126,17 @@ def write_class_keys(store: str | Path, data: dict, students, new_pool=None) -> 
         stored[int(path.stem[1:])] = json.loads(path.read_text(encoding="utf-8"))
     variants_path = folder / VARIANTS_FILE
     variants = json.loads(variants_path.read_text(encoding="utf-8")) if variants_path.exists() else {}
-    wanted = sorted(set(students))
-    missing = [s for s in wanted
-               if s not in variants or not stored or not all(s in keys for keys in stored.values())]
+    chosen = sorted(set(range(1, len(PROBLEMS) + 1) if problems is None else (int(p) for p in problems)))
+    wanted = [(s, tuple(p for p in chosen if s not in stored.get(p, {}))) for s in sorted(set(students))]
+    missing = [(s, needed) for s, needed in wanted if needed or s not in variants]
     if not missing:
         return folder
     if new_pool is None or len(missing) < 2:
-        _merge_keys(stored, variants, missing, map(_worked_out, [data] * len(missing), missing))
+        _merge_keys(stored, variants, missing, (_worked_out(data, s, needed) for s, needed in missing))
     else:
         with new_pool(None) as pool:
-            _merge_keys(stored, variants, missing,
-                        pool.map(_worked_out, [data] * len(missing), missing, chunksize=8))
+            _merge_keys(stored, variants, missing, pool.map(_worked_out, [data] * len(missing),
+                                                            *zip(*missing, strict=True), chunksize=8))
     for problem, keys in stored.items():
         _write_json(folder / f"p{problem}.json", keys)
     _write_json(variants_path, variants)
@@ -139,19 +150,22 @@ def _write_json(path: Path, content) -> None:
     os.replace(temporary, path)
 
 
-def _merge_keys(stored: dict[int, dict], variants: dict[str, dict], students: list[str], worked_out) -> None:
-    for student, (own_data, by_problem) in zip(students, worked_out, strict=True):
+def _merge_keys(stored: dict[int, dict], variants: dict[str, dict], missing: list[tuple[str, tuple]],
+                worked_out) -> None:
+    for (student, _), (own_data, by_problem) in zip(missing, worked_out, strict=True):
         variants[student] = own_data
         for problem, answers in by_problem.items():
             stored.setdefault(problem, {})[student] = answers
 
 
-def _worked_out(data: dict, student: str) -> tuple[dict, dict[int, dict]]:
-    """One student's problem data and whole key, encoded for the store, by problem (runs in a pool's worker)."""
+def _worked_out(data: dict, student: str, problems: tuple[int, ...]) -> tuple[dict, dict[int, dict]]:
+    """One student's problem data and key of ``problems``, encoded for the store, by problem (runs
+    in a pool's worker)."""
 
-    by_problem: dict[int, dict] = {}
-    for answer_id, answer in student_key(data, student).items():
-        by_problem.setdefault(_problem(answer_id), {})[answer_id] = _encode_answer(answer)
+    by_problem: dict[int, dict] = {problem: {} for problem in problems}
+    if problems:
+        for answer_id, answer in student_key(data, student, problems).items():
+            by_problem.setdefault(_problem(answer_id), {})[answer_id] = _encode_answer(answer)
     return variant(data, student), by_problem
 
 
