@@ -159,6 +159,49 @@ def test_gradebooks_share_one_engine_per_database(backend, request, tmp_path, mo
         assert elsewhere.students == []
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_in_one_submission_a_gradebook_is_set_up_once(backend, request, tmp_path, monkeypatch):
+    """gradebooks_set_up_once: inside the block only the first Gradebook checks the tables and the
+    course's row, and a closed one leaves its connection in the pool; the block's end closes them.
+    Outside the block every Gradebook does nbgrader's checks and closes its connection."""
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+
+    from rbtutor.course.nbgrader import gradebooks_set_up_once, share_gradebook_engines
+
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    else:
+        url = request.getfixturevalue("postgres_server").create_database("set_up_once")
+    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # undone after the test
+    monkeypatch.setattr(nbgrader.api.Gradebook, "__init__", nbgrader.api.Gradebook.__init__)
+    monkeypatch.setattr(nbgrader.api.Gradebook, "close", nbgrader.api.Gradebook.close)
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")  # alembic
+    share_gradebook_engines()
+    checks = []
+    real_check = nbgrader.api.Gradebook.check_course
+    monkeypatch.setattr(nbgrader.api.Gradebook, "check_course",
+                        lambda self, *a, **k: checks.append(1) or real_check(self, *a, **k))
+    with gradebooks_set_up_once():
+        with Gradebook(url, course_id="rbtutor") as first:
+            first.add_student("ann")
+            engine = first.engine
+        for name in ("ben", "cat"):
+            with Gradebook(url, course_id="rbtutor") as later:
+                later.add_student(name)
+                assert later.engine is engine
+            assert engine.pool.checkedout() == 0
+        assert engine.pool.checkedin() >= 1  # kept for the next gradebook of the submission
+        with Gradebook(url, course_id="other") as other_course:  # another course: its own checks
+            assert other_course.db.query(nbgrader.api.Course).filter_by(id="other").one()
+        assert len(checks) == 2
+    assert engine.pool.checkedin() == 0  # the block's end closed them
+    with Gradebook(url, course_id="rbtutor") as outside:
+        assert sorted(s.id for s in outside.students) == ["ann", "ben", "cat"]
+    assert len(checks) == 3
+    assert engine.pool.checkedin() == 0
+
+
 def test_export_and_class_report_read_the_postgresql_gradebook(collected, postgres_server, tmp_path):  # noqa: F811
     """A class graded into PostgreSQL: the Canvas file and the class report show its final scores."""
     import csv

@@ -22,7 +22,7 @@ from ...grading.student_ids import check_id
 from ...grading.time_bound import time_bound
 from ..hand_grades import hand_grades_before_regrade, keep_hand_grades
 from ..layout import CourseLayout
-from ..nbgrader import api, share_gradebook_engines
+from ..nbgrader import api, gradebooks_set_up_once, share_gradebook_engines
 from .feedback_return import write_feedback_pages
 
 _WORKER_API = {}
@@ -130,7 +130,7 @@ def autograde_one(job: tuple[str, str, str], seconds: float = SUBMISSION_SECONDS
     start = time.perf_counter()
     try:
         with time_bound(seconds, SubmissionTimeout(f"grading it took longer than {seconds:g} s, "
-                                                   "all steps together")):
+                                                   "all steps together")), gradebooks_set_up_once():
             summary, problem = _grade_submission(CourseLayout(Path(root)), assignment, student)
     except Exception as exc:  # noqa: BLE001 - one submission never ends the run: whatever it raised is its reason
         summary, problem = "NOT GRADED", f"{type(exc).__name__}: {exc}"
