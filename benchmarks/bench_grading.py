@@ -191,9 +191,23 @@ def stock_serial(where: Path) -> float:
     return time.perf_counter() - start
 
 
+#: what stock nbgrader says when its kernel died while starting (seen 2026-12-06 in the parallel
+#: run, 1 of 60 submissions, which ended the benchmark). Not looked into; one known cause with
+#: several processes starting kernels at once: jupyter_client picks a free TCP port by binding and
+#: letting go, so two kernels can be given the same port.
+KERNEL_START_RACE = "Kernel died before replying to kernel_info"
+STOCK_RETRIES: list[str] = []  # submissions stock nbgrader graded again after KERNEL_START_RACE
+
+
 def stock_parallel(where: Path, processes: int) -> float:
     def one(sub: tuple[str, str]) -> None:
-        nbgrader(where, "autograde", sub[0], "--student", sub[1], "--force")
+        try:
+            nbgrader(where, "autograde", sub[0], "--student", sub[1], "--force")
+        except RuntimeError as exc:  # graded again once, as a user running them in parallel would
+            if KERNEL_START_RACE not in str(exc):
+                raise
+            STOCK_RETRIES.append(f"{sub[1]} {sub[0]}")
+            nbgrader(where, "autograde", sub[0], "--student", sub[1], "--force")
         nbgrader(where, "generate_feedback", sub[0], "--student", sub[1], "--force")
 
     start = time.perf_counter()
@@ -767,6 +781,9 @@ def report(shape, plan, jobs, series, clusters, overhead, profile, fixed) -> Non
         print(f"note: the runs left {len(LEFT_GROUPS)} empty cgroup(s) behind inside the benchmark's own "
               f"(removed by the benchmark), such as {LEFT_GROUPS[0].name}")
     print(f"stock nbgrader's kernel: python3 with {' '.join(f'{k}={v}' for k, v in SAME_KERNEL_ENV.items())}")
+    if STOCK_RETRIES:
+        print(f"stock nbgrader in parallel: {len(STOCK_RETRIES)} submission(s) graded again after "
+              f"{KERNEL_START_RACE!r} (the time measured includes it): {', '.join(STOCK_RETRIES)}")
     print_table(series)
     print_round_ratios(series)
     if clusters:
