@@ -375,13 +375,19 @@ def _canonical(data: dict) -> str:
     return json.dumps(data, sort_keys=True, default=float)
 
 
+def _canonical_problems(data: dict) -> str:
+    """The canonical text of ``problem_data(data)``, without its deep copy: a digest took 0.23 ms
+    with it and 0.09 without (2026-12-06), and a grading worker takes ten a notebook."""
+    return _canonical({k: v for k, v in data.items() if k != SETTINGS_KEY})
+
+
 def data_digest(data: dict) -> str:
     """A short hex digest of what every student's numbers follow from: the course data and its salt.
 
     Two course data files with the same digest give every student the same variant, so a
     store of the class's keys can be named by it (:func:`rbtutor.grading.judge.write_class_keys`).
     """
-    text = _canonical(problem_data(data)) + "\0" + settings(data)["salt"]
+    text = _canonical_problems(data) + "\0" + settings(data)["salt"]
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
@@ -419,7 +425,7 @@ def variant(data: dict, student_id: str, salt: str | None = None) -> dict:
     salt = settings(data)["salt"] if salt is None else str(salt)
     if student_id in RESERVED_IDS:
         return problem_data(data)
-    return _ordered_like(json.loads(_cached_variant(_canonical(problem_data(data)), salt, student_id)),
+    return _ordered_like(json.loads(_cached_variant(_canonical_problems(data), salt, student_id)),
                          problem_data(data))
 
 
@@ -445,7 +451,7 @@ def student_key(data: dict, student_id: str, problems=None, salt: str | None = N
     student_id = _check_id(student_id)
     salt = settings(data)["salt"] if salt is None else str(salt)
     chosen = None if problems is None else tuple(sorted(int(p) for p in problems))
-    return _cached_key(_canonical(problem_data(data)), salt, student_id, chosen)
+    return _cached_key(_canonical_problems(data), salt, student_id, chosen)
 
 
 def problem_of(answer_id: str) -> int:
