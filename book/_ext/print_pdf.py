@@ -113,7 +113,10 @@ def print_editions(index: Path, outputs: dict[str, Path], timeout: float = 1800.
         browser = Chromium(CHROMIUM, Path(tmp) / "profile", Path(tmp) / "chromium.log")
         try:
             browser.open_page(width=1100, height=1400, timeout=timeout, stall=stall)
+            _say(f"loading {page.name} and typesetting its formulas...")
             loaded = _load(browser, page, patience)
+            _say(f"typeset {loaded['math']} formulas and loaded {loaded['images']} images in "
+                 f"{loaded['seconds_to_settle']} s")
             patience.send(browser, "Emulation.setEmulatedMedia", {"media": "print"})
             patience.send(browser, "Emulation.setDeviceMetricsOverride", {
                 "width": PRINT_WIDTH_PX, "height": 1100, "deviceScaleFactor": 1, "mobile": False})
@@ -125,10 +128,14 @@ def print_editions(index: Path, outputs: dict[str, Path], timeout: float = 1800.
                 report = dict(loaded)
                 report.update({k: v for k, v in layout.items() if k != "entries"})
                 report["contents"] = len(layout["entries"])
+                started = time.monotonic()
                 data, pages = _print_with_page_numbers(browser, layout["entries"], patience)
                 report["passes"] = pages["passes"]
+                printed = time.monotonic()
                 output.parent.mkdir(parents=True, exist_ok=True)
                 output.write_bytes(replace_outline(data, layout["entries"]))
+                _say(f"{edition} edition: {pages['passes']} prints in {printed - started:.0f} s, the outline "
+                     f"in {time.monotonic() - printed:.0f} s: {output}")
                 reports[edition] = report
         except CDPError as exc:
             log = (Path(tmp) / "chromium.log").read_text(encoding="utf-8", errors="replace")[-3000:]
@@ -136,6 +143,11 @@ def print_editions(index: Path, outputs: dict[str, Path], timeout: float = 1800.
         finally:
             browser.close()
     return reports
+
+
+def _say(line: str) -> None:
+    """A line of progress on the standard error (a whole print takes minutes)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _load(browser: Chromium, page: Path, patience: Patience) -> dict:
