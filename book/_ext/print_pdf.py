@@ -170,29 +170,37 @@ def _load(browser: Chromium, page: Path, patience: Patience) -> dict:
     return report
 
 
-def _print_once(browser: Chromium, patience: Patience) -> bytes:
-    """One print as the print stylesheet says (A4, its margins), page numbers in the footer."""
+def _print_once(browser: Chromium, patience: Patience, tagged: bool = True) -> bytes:
+    """One print as the print stylesheet says (A4, its margins), page numbers in the footer.
+
+    ``tagged``: with the tags a screen reader follows and Chromium's own outline. A print made
+    only to find the pages can go without them: the pages are the same, and the print takes
+    18.5 s instead of 22.4-24.7 (the student edition, 2026-12-07)."""
     result = patience.send(browser, "Page.printToPDF", {
         "printBackground": True,
         "preferCSSPageSize": True,
         "displayHeaderFooter": True,
         "headerTemplate": "<div></div>",
         "footerTemplate": FOOTER,
-        "generateDocumentOutline": True,
-        "generateTaggedPDF": True,
+        "generateDocumentOutline": tagged,
+        "generateTaggedPDF": tagged,
         "transferMode": "ReturnAsStream",
     })
     return browser.read_stream(result["stream"], timeout=patience.timeout, stall=patience.stall)
 
 
 def _print_with_page_numbers(browser: Chromium, entries: list[dict], patience: Patience):
-    """Print until the page numbers written into the contents list are those the print has."""
+    """Print until the page numbers written into the contents list are those the print has; the first
+    print, which only finds them, is untagged, and only a tagged print is returned."""
     written: dict[int, int] = {}
     for passes in range(1, MAX_PASSES + 1):
-        data = _print_once(browser, patience)
+        tagged = passes > 1
+        data = _print_once(browser, patience, tagged=tagged)
         found = entry_pages(data, entries)
-        if found == written:
+        if found == written and tagged:
             return data, {"passes": passes}
+        if found == written:
+            continue
         filled = patience.evaluate(browser, fill_pages_script(found))
         if filled != len(found):
             raise SystemExit(f"expected {len(found)} page numbers in the contents list, wrote {filled}")
