@@ -168,6 +168,10 @@ def owner_check(config) -> bool:
     return value
 
 
+_ENGINES: dict = {}  # the shared engines, by URL and options
+_SET_UP: set | None = None  # (database URL, course id) set up inside gradebooks_set_up_once, or None outside
+
+
 def share_gradebook_engines() -> None:
     """Let every nbgrader ``Gradebook`` of this process use one SQLAlchemy engine per database URL,
     and, inside :func:`gradebooks_set_up_once`, set each database up once.
@@ -220,12 +224,6 @@ def share_gradebook_engines() -> None:
 
     nbgrader.api.Gradebook.__init__ = connect_or_set_up
     nbgrader.api.Gradebook.close = give_back
-
-
-_ENGINES: dict = {}  # the shared engines, by URL and options
-
-
-_SET_UP: set | None = None  # (database URL, course id) set up inside gradebooks_set_up_once, or None outside
 
 
 @contextmanager
