@@ -277,7 +277,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
     from distributed.scheduler import KilledWorker
 
     # deferred: rbtutor.course.grade takes 1748 ms to import (-X importtime, 2026-12-06); only a cluster run needs it
-    from .grade import autograde_one, finish_run, progress_line, start_run, stop_when_interrupted
+    from .grade import autograde_one, finish_run, record_result, start_run, stop_when_interrupted
 
     try:
         grader, work, failures = start_run(layout)
@@ -305,10 +305,7 @@ def _grade(client, layout: CourseLayout, facts: dict) -> int:
                 except Exception as exc:  # noqa: BLE001 - raised by the task on every try: listed, never lost
                     summary, seconds = "NOT GRADED", float("nan")
                     problem = f"{type(exc).__name__}: {exc}"
-                print(progress_line(k, len(work), student, assignment, summary, seconds,
-                                    time.perf_counter() - start), flush=True)
-                if problem:
-                    failures.append((assignment, student, problem))
+                record_result(k, len(work), (assignment, student, summary, seconds, problem), start, failures)
                 if interrupted():
                     break
             if interrupted():

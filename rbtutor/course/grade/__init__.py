@@ -44,6 +44,7 @@ from .run import (
     finish_run,
     grade,
     progress_line,
+    record_result,
     start_run,
     stop_when_interrupted,
     store_class_keys,
@@ -64,7 +65,7 @@ from .submission import (
 __all__ = [
     "INTAKE", "PLANTED", "REFUSED", "SUBMISSION_SECONDS", "WORKER_MODULES", "SubmissionTimeout", "autograde_one",
     "clear_planted", "collect", "default_jobs", "duration_text", "export_grades", "finish_run", "generate", "grade",
-    "progress_line", "record_planted", "record_refused_id", "return_feedback", "start_run", "stop_when_interrupted",
-    "store_class_keys",
+    "progress_line", "record_planted", "record_result", "record_refused_id", "return_feedback", "start_run",
+    "stop_when_interrupted", "store_class_keys",
     "submission_time", "take_in_submission", "withdraw_submission", "worker_pool", "write_feedback_pages",
 ]

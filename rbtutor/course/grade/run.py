@@ -231,6 +231,17 @@ def progress_line(k: int, total: int, student: str, assignment: str, summary: st
     return f"[{k}/{total}] {terminal_text(student)} {terminal_text(assignment)}: {terminal_text(summary)}{took_text}"
 
 
+def record_result(done: int, total: int, result: tuple, start: float, failures: list) -> None:
+    """Print the progress line of the ``done``-th graded submission (``result`` as
+    :func:`autograde_one` returns it; ``start``: ``time.perf_counter()`` when the first began),
+    and add it to ``failures`` as ``(assignment, student, problem)`` when it has a problem."""
+    assignment, student, summary, seconds, problem = result
+    print(progress_line(done, total, student, assignment, summary, seconds, time.perf_counter() - start),
+          flush=True)
+    if problem:
+        failures.append((assignment, student, problem))
+
+
 def duration_text(seconds: float) -> str:
     """A duration as a person says it: ``under 1 s``, ``40 s``, ``3 min``, ``1 h 20 min``."""
     if seconds < 1:
@@ -298,11 +309,8 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
             else:
                 pool = worker_pool(jobs)
                 results = _pool_results(pool, work)
-            for done, (assignment, student, summary, seconds, problem) in enumerate(results, 1):
-                print(progress_line(done, len(work), student, assignment, summary, seconds,
-                                    time.perf_counter() - start), flush=True)
-                if problem:
-                    failures.append((assignment, student, problem))
+            for done, result in enumerate(results, 1):
+                record_result(done, len(work), result, start, failures)
                 if interrupted():
                     break
             if jobs != 1:
