@@ -12,6 +12,10 @@ from __future__ import annotations
 import copy
 import os
 import re
+import select
+import signal
+import subprocess
+import sys
 
 import nh3
 import pytest
@@ -193,7 +197,15 @@ def test_many_code_blocks_are_read_once_for_math(monkeypatch):
 # --------------------------------------------------------------------------- the time bound
 
 
-def test_sanitising_runs_in_a_child_that_is_killed_at_its_bound(monkeypatch, tmp_path):
+@pytest.fixture
+def fresh_cleaner():
+    """A cleaner forked after the test's replacements (a running one keeps the code it was forked with)."""
+    sanitize.stop_cleaner()
+    yield
+    sanitize.stop_cleaner()
+
+
+def test_sanitising_runs_in_a_child_that_is_killed_at_its_bound(monkeypatch, tmp_path, fresh_cleaner):
     """One call that stays in C (nh3 on 40,000 nested <div>, many seconds) cannot outlast the bound."""
     pid_file = tmp_path / "pid"
 
@@ -212,15 +224,112 @@ def test_sanitising_runs_in_a_child_that_is_killed_at_its_bound(monkeypatch, tmp
     with pytest.raises(ProcessLookupError):  # killed and reaped
         os.kill(child, 0)
     assert nb.cells[0].source == "*kept as it was*"
+    assert sanitize.cleaner_pid() is None
+    monkeypatch.undo()
+    sanitize.stop_cleaner()
+    there = new_notebook(cells=[new_markdown_cell("$x$ <script>x</script>")])
+    assert [e["kind"] for e in sanitize.sanitize_bounded(there, time_limit=60)] == ["html_sanitised"]
+    assert sanitize.cleaner_pid() not in (None, child)  # the next notebook gets a new cleaner
+    assert "<math" in there.cells[0].source
+    assert "<script" not in there.cells[0].source
 
 
-def test_a_child_that_fails_is_a_clear_error(monkeypatch):
+def test_a_child_that_fails_is_a_clear_error_and_serves_the_next_notebook(monkeypatch, fresh_cleaner):
     def broken(nb):
-        raise ValueError("no such cell")
+        if nb.cells:
+            raise ValueError("no such cell")
+        return []
 
     monkeypatch.setattr(sanitize, "sanitize_notebook", broken)
     with pytest.raises(sanitize.SanitizeError, match="ValueError: no such cell"):
-        sanitize.sanitize_bounded(new_notebook(), time_limit=30)
+        sanitize.sanitize_bounded(new_notebook(cells=[new_markdown_cell("x")]), time_limit=30)
+    cleaner = sanitize.cleaner_pid()
+    assert sanitize.sanitize_bounded(new_notebook(), time_limit=30) == []
+    assert sanitize.cleaner_pid() == cleaner
+
+
+def test_one_cleaner_serves_notebook_after_notebook(fresh_cleaner):
+    """The cleaner is kept: the second notebook goes to the same process, which is not this one."""
+    first = new_notebook(cells=[new_markdown_cell("one $a$")])
+    sanitize.sanitize_bounded(first, time_limit=60)
+    cleaner = sanitize.cleaner_pid()
+    assert cleaner not in (None, os.getpid())
+    second = new_notebook(cells=[new_markdown_cell("two <b onclick=x>b</b>")])
+    assert [e["kind"] for e in sanitize.sanitize_bounded(second, time_limit=60)] == ["html_sanitised"]
+    assert sanitize.cleaner_pid() == cleaner
+    assert "onclick" not in second.cells[0].source
+    assert "<math" in first.cells[0].source
+
+
+def test_a_cleaner_killed_from_outside_is_replaced_or_named(fresh_cleaner):
+    """Killed while idle: the next notebook starts a new one. Killed while working: a clear error."""
+    sanitize.sanitize_bounded(new_notebook(), time_limit=60)
+    idle = sanitize.cleaner_pid()
+    os.kill(idle, signal.SIGKILL)
+    os.waitid(os.P_PID, idle, os.WEXITED | os.WNOWAIT)  # it has died (left for the grader to reap)
+    nb = new_notebook(cells=[new_markdown_cell("$y$")])
+    assert sanitize.sanitize_bounded(nb, time_limit=60) == []
+    assert sanitize.cleaner_pid() not in (None, idle)
+    assert "<math" in nb.cells[0].source
+    with pytest.raises(ProcessLookupError):  # the dead one was reaped
+        os.kill(idle, 0)
+
+
+def test_a_forked_process_starts_its_own_cleaner(fresh_cleaner):
+    """A worker forked from a process with a cleaner never writes to the parent's: it has its own."""
+    sanitize.sanitize_bounded(new_notebook(), time_limit=60)
+    parents = sanitize.cleaner_pid()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            unset = sanitize.cleaner_pid() is None
+            sanitize.sanitize_bounded(new_notebook(cells=[new_markdown_cell("$z$")]), time_limit=60)
+            os.write(write_end, f"{unset} {sanitize.cleaner_pid()}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        unset, childs = answer.read().split()
+    os.waitpid(pid, 0)
+    assert unset == "True"
+    assert int(childs) not in (parents, pid, os.getpid())
+    assert sanitize.cleaner_pid() == parents
+    assert sanitize.sanitize_bounded(new_notebook(), time_limit=60) == []  # the parent's still answers it
+
+
+def test_the_cleaner_holds_none_of_its_parents_pipes(fresh_cleaner):
+    """A pipe this process had when the cleaner was forked ends when this process closes it (a
+    subprocess waiting for its stdin to end would otherwise wait for the cleaner)."""
+    read_end, write_end = os.pipe()
+    try:
+        sanitize.sanitize_bounded(new_notebook(), time_limit=60)
+        assert sanitize.cleaner_pid() is not None
+        os.close(write_end)
+        readable, _, _ = select.select([read_end], [], [], 10)
+        assert readable
+        assert os.read(read_end, 1) == b""
+    finally:
+        os.close(read_end)
+
+
+def test_the_cleaner_ends_with_its_process(tmp_path):
+    """A grading worker that exits leaves no cleaner behind: its requests end and it exits."""
+    code = ("from nbformat.v4 import new_notebook\n"
+            "from rbtutor.grading import sanitize\n"
+            "sanitize.sanitize_bounded(new_notebook(), time_limit=60)\n"
+            "print(sanitize.cleaner_pid())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    try:
+        ended = os.pidfd_open(int(done.stdout))
+    except ProcessLookupError:
+        return  # already gone and reaped
+    try:
+        readable, _, _ = select.select([ended], [], [], 30)  # a process's pidfd turns readable when it ends
+    finally:
+        os.close(ended)
+    assert readable, f"cleaner {int(done.stdout)} still running 30 s after its process exited"
 
 
 def test_the_bounded_cleaning_gives_what_cleaning_in_process_gives():
