@@ -108,3 +108,19 @@ forkserver._forkserver._stop()
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True"]
+
+
+def test_grading_workers_start_their_cleaner_first_and_other_pools_none():
+    """A grading pool's workers each have a cleaner before their first task (forked while the worker
+    still shares its pages with this process); a pool that does not grade starts none."""
+    probe = """
+from rbtutor.course.grade import worker_pool
+ask = "__import__('rbtutor.grading.sanitize').grading.sanitize.cleaner_pid()"
+with worker_pool(2, cleaners=True) as pool:
+    grading = pool.submit(eval, ask).result()
+with worker_pool(2) as pool:
+    other = pool.submit(eval, ask).result()
+print(grading is not None, other is None)
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True"]

@@ -53,7 +53,7 @@ from .report import Events
 
 __all__ = ["MAX_STORED_BYTES", "SAFE_MIME_TYPES", "SANITIZE_TIME_LIMIT", "SanitizeError", "SanitizeNotebook",
            "SanitizeTimeLimit", "bound_stored_size", "cleaner_pid", "sanitize_bounded", "sanitize_notebook",
-           "stop_cleaner"]
+           "start_cleaner", "stop_cleaner"]
 
 #: seconds the whole cleaning of one notebook may take (:func:`sanitize_bounded`)
 SANITIZE_TIME_LIMIT = GRADING.sanitize_time_limit
@@ -343,6 +343,14 @@ def cleaner_pid() -> int | None:
     """The process id of this process's cleaner (:class:`_Cleaner`), or None while it has none."""
     cleaner = _Cleaner.current
     return cleaner.pid if cleaner is not None and cleaner.owner == os.getpid() else None
+
+
+def start_cleaner() -> None:
+    """Start this process's cleaner now, if it has none running. A grading worker calls this first of
+    all: a cleaner forked then shares its pages with the process the worker was forked from, which
+    leaves them as they are, so it copies none of the worker's later writes. Forked later, after
+    the worker's first notebooks, it kept the old copy of every page the worker wrote again."""
+    _Cleaner.mine()
 
 
 def stop_cleaner() -> None:

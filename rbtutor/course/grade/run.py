@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import os
@@ -22,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ...grading.judge import course_reference, problems_answered, write_class_keys
 from ...grading.report import event, terminal_text, write_integrity_report
 from ...grading.sandbox import zygote_starting
+from ...grading.sanitize import start_cleaner
 from ...grading.student_ids import id_problem
 from ...problems.variants import per_student
 from ..class_report import write_class_report
@@ -40,8 +42,9 @@ WORKER_MODULES = ("rbtutor.course.grade", "nbgrader.apps", "nbgrader.converters.
                   "rbtutor.course.warm_worker")
 
 
-def worker_pool(jobs: int):
-    """A pool of ``jobs`` grading workers (a ``ProcessPoolExecutor``).
+def worker_pool(jobs: int, *, cleaners: bool = False):
+    """A pool of ``jobs`` grading workers (a ``ProcessPoolExecutor``); with ``cleaners``, each worker
+    starts its notebooks' cleaner (:func:`~rbtutor.grading.sanitize.start_cleaner`) first of all.
 
     The workers are forked from a process that has imported the grading code (each would spend
     1.3 CPU s on it otherwise): this one, which imports :data:`WORKER_MODULES` first, when it runs
@@ -65,16 +68,19 @@ def worker_pool(jobs: int):
         context = get_context("forkserver")
         context.set_forkserver_preload(list(WORKER_MODULES))
     return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_adopt,
-                               initargs=(dict(os.environ), os.getcwd()))
+                               initargs=(dict(os.environ), os.getcwd(), cleaners))
 
 
-def _adopt(environ: dict[str, str], folder: str) -> None:
-    """A new worker's start: the grading process's environment and working folder. A Ctrl-C is for
-    the grading process to act on (:func:`stop_when_interrupted`), so the worker ignores it."""
+def _adopt(environ: dict[str, str], folder: str, cleaner: bool) -> None:
+    """A new worker's start: the grading process's environment and working folder, and the worker's
+    cleaner when asked for. A Ctrl-C is for the grading process to act on
+    (:func:`stop_when_interrupted`), so the worker ignores it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(folder)
+    if cleaner:
+        start_cleaner()
 
 
 def default_jobs() -> int:
@@ -307,7 +313,7 @@ def grade(layout: CourseLayout, jobs: int | None = None) -> int:
             if jobs == 1:
                 results = map(autograde_one, work)
             else:
-                pool = worker_pool(jobs)
+                pool = worker_pool(jobs, cleaners=True)
                 results = _pool_results(pool, work)
             for done, result in enumerate(results, 1):
                 record_result(done, len(work), result, start, failures)
@@ -328,12 +334,12 @@ def _pool_results(pool, work, task=None, new_pool=None):
 
     When a worker process dies, ``ProcessPoolExecutor`` fails every job still pending, not
     only the one that worker held. So the jobs whose result was lost are tried once more, each
-    in a pool of its own (``new_pool(1)``, :func:`worker_pool` by default): a job that kills its
+    in a pool of its own (``new_pool(1)``, :func:`worker_pool` with cleaners by default): a job that kills its
     worker again is its own failure, and the others are graded.
     """
 
     task = task or autograde_one
-    new_pool = new_pool or worker_pool
+    new_pool = new_pool or functools.partial(worker_pool, cleaners=True)
     futures = [pool.submit(task, job) for job in work]
     for job, future in zip(work, futures, strict=True):
         try:
