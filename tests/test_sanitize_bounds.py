@@ -275,6 +275,45 @@ def test_a_cleaner_killed_from_outside_is_replaced_or_named(fresh_cleaner):
         os.kill(idle, 0)
 
 
+def test_an_idle_cleaner_ends_and_the_next_notebook_gets_a_new_one(monkeypatch, fresh_cleaner):
+    """A process that lives on between runs (the Formgrader's server) does not keep a cleaner for ever."""
+    monkeypatch.setattr(sanitize, "CLEANER_IDLE_SECONDS", 0.3)  # read by the cleaner forked below
+    sanitize.sanitize_bounded(new_notebook(), time_limit=60)
+    idle = sanitize.cleaner_pid()
+    os.waitid(os.P_PID, idle, os.WEXITED | os.WNOWAIT)  # it ends by itself (left for the grader to reap)
+    nb = new_notebook(cells=[new_markdown_cell("$q$")])
+    assert sanitize.sanitize_bounded(nb, time_limit=60) == []
+    assert sanitize.cleaner_pid() not in (None, idle)
+    assert "<math" in nb.cells[0].source
+
+
+def test_a_notebook_sent_as_the_cleaner_ends_idle_goes_to_a_new_one(monkeypatch, fresh_cleaner):
+    """The cleaner gave up waiting just as a notebook was sent (the check before sending saw it
+    alive): it read nothing, so the notebook goes to a new cleaner instead of failing."""
+    monkeypatch.setattr(sanitize, "CLEANER_IDLE_SECONDS", 0.3)
+    sanitize.sanitize_bounded(new_notebook(), time_limit=60)
+    idle = sanitize.cleaner_pid()
+    os.waitid(os.P_PID, idle, os.WEXITED | os.WNOWAIT)
+    monkeypatch.setattr(sanitize._Cleaner, "alive", lambda self: True)
+    nb = new_notebook(cells=[new_markdown_cell("$r$ <script>x</script>")])
+    assert [e["kind"] for e in sanitize.sanitize_bounded(nb, time_limit=60)] == ["html_sanitised"]
+    assert sanitize.cleaner_pid() not in (None, idle)
+    with pytest.raises(ProcessLookupError):  # the ended one was reaped
+        os.kill(idle, 0)
+
+
+def test_a_cleaner_killed_before_it_read_the_notebook_is_an_error_not_a_retry(monkeypatch, fresh_cleaner):
+    """Only a cleaner that ended for want of work is known to have read nothing: any other end is
+    the clear error it was."""
+    sanitize.sanitize_bounded(new_notebook(), time_limit=60)
+    killed = sanitize.cleaner_pid()
+    os.kill(killed, signal.SIGKILL)
+    os.waitid(os.P_PID, killed, os.WEXITED | os.WNOWAIT)
+    monkeypatch.setattr(sanitize._Cleaner, "alive", lambda self: True)
+    with pytest.raises(sanitize.SanitizeError, match=f"its process \\({killed}\\) ended without a result"):
+        sanitize.sanitize_bounded(new_notebook(), time_limit=60)
+
+
 def test_a_forked_process_starts_its_own_cleaner(fresh_cleaner):
     """A worker forked from a process with a cleaner never writes to the parent's: it has its own."""
     sanitize.sanitize_bounded(new_notebook(), time_limit=60)

@@ -333,7 +333,12 @@ def sanitize_bounded(nb, time_limit: float = SANITIZE_TIME_LIMIT) -> list[dict]:
     """
     if time_limit <= 0:
         return _clean_all(nb)
-    result = json.loads(_Cleaner.mine().clean(json.dumps(nb).encode("ascii"), time_limit))
+    request = json.dumps(nb).encode("ascii")
+    try:
+        reply = _Cleaner.mine().clean(request, time_limit)
+    except _EndedIdle:  # it ended for want of work as this notebook came, before reading it: a new one takes it
+        reply = _Cleaner.mine().clean(request, time_limit)
+    result = json.loads(reply)
     nb.clear()
     nb.update(nbformat.from_dict(result["nb"]))
     return result["events"]
@@ -362,6 +367,20 @@ def stop_cleaner() -> None:
 
 
 _LENGTH = 8  # bytes of the length that comes before each request and reply (big-endian)
+#: seconds a cleaner waits for the next notebook before it ends: longer than the default bound of a
+#: whole submission (``run_submission_seconds``, 600 s), so a grading worker keeps its cleaner for the
+#: whole run, while a process that lives on between runs (the Formgrader's server, a Dask worker)
+#: does not keep one, nor the pages it holds, for long
+CLEANER_IDLE_SECONDS = 900.0
+_IDLE_EXIT = 3  # the exit status of a cleaner that ended for want of work (it read no request)
+
+
+class _EndedIdle(Exception):
+    """The cleaner had ended for want of work before it read the request (it may be sent again)."""
+
+
+class _Ended(Exception):
+    """The cleaner's replies ended before a whole reply came."""
 
 
 class _Cleaner:
@@ -377,7 +396,9 @@ class _Cleaner:
     ``0`` and the JSON of the cleaned notebook and its events, or ``1`` and the error, after its
     length. The child keeps no other file descriptor of the parent's but the standard three
     (:func:`_keep_only`), ignores Ctrl-C, dies with the thread that forked it (``PR_SET_PDEATHSIG``),
-    and exits when its requests' pipe closes. The parent kills it whenever a request does not end
+    exits when its requests' pipe closes, and ends when no notebook has come for
+    :data:`CLEANER_IDLE_SECONDS` (the next notebook starts a new one; one sent just as it ended is
+    sent to the new one, as the ended one read nothing). The parent kills it whenever a request does not end
     with its reply (the time bound, an exception while waiting), so between two requests the
     cleaner is idle or gone, never halfway through a notebook.
     """
@@ -394,8 +415,7 @@ class _Cleaner:
             try:
                 _keep_only(requests_read, replies_write)
                 _child_of(self.owner)
-                _serve(requests_read, replies_write)
-                status = 0
+                status = _serve(requests_read, replies_write)
             finally:
                 os._exit(status)
         os.close(requests_read)
@@ -420,18 +440,19 @@ class _Cleaner:
     def clean(self, request: bytes, time_limit: float) -> bytes:
         """The reply's JSON to ``request``; raises SanitizeTimeLimit or SanitizeError (the cleaner
         is then stopped)."""
-        deadline, replied = time.monotonic() + time_limit, False
+        deadline = time.monotonic() + time_limit
         try:
             _send(self.requests, len(request).to_bytes(_LENGTH, "big") + request)
             header = self._receive(_LENGTH, deadline, time_limit)
             reply = self._receive(int.from_bytes(header, "big"), deadline, time_limit)
-            replied = True
-        except OSError as exc:  # the pipe broke: the cleaner had ended
+        except (OSError, _Ended) as exc:  # a pipe broke or ended: the cleaner had ended
+            if self.stop() == _IDLE_EXIT:
+                raise _EndedIdle from None
             raise SanitizeError(f"sanitising the notebook failed: its process ({self.pid}) ended "
-                                f"without a result ({exc.strerror or exc})") from None
-        finally:
-            if not replied:
-                self.stop()
+                                f"without a result ({getattr(exc, 'strerror', None) or exc})") from None
+        except BaseException:
+            self.stop()
+            raise
         if reply[:1] != b"0":
             raise SanitizeError(f"sanitising the notebook failed: {reply[1:].decode('utf-8', 'replace')}")
         return reply[1:]
@@ -448,21 +469,22 @@ class _Cleaner:
             if ready:
                 chunk = os.read(self.replies, min(size - got, 1 << 20))
                 if not chunk:
-                    raise SanitizeError(f"sanitising the notebook failed: its process ({self.pid}) "
-                                        "ended with no result")
+                    raise _Ended("its replies ended")
                 chunks.append(chunk)
                 got += len(chunk)
         return b"".join(chunks)
 
-    def stop(self) -> None:
-        """Kill and reap the cleaner, close its pipes."""
+    def stop(self) -> int | None:
+        """Kill and reap the cleaner, close its pipes; its exit status (None when it was reaped before)."""
         self.close_pipes()
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
+        status = None
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+            status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
         if _Cleaner.current is self:
             _Cleaner.current = None
+        return status
 
     def close_pipes(self) -> None:
         for fd in (self.requests, self.replies):
@@ -512,12 +534,16 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _serve(requests: int, replies: int) -> None:
-    """The cleaner's loop: a notebook in, its cleaned JSON and events out, until the requests end."""
-    while (header := _read_exactly(requests, _LENGTH)) is not None:
-        body = _read_exactly(requests, int.from_bytes(header, "big"))
+def _serve(requests: int, replies: int) -> int:
+    """The cleaner's loop: a notebook in, its cleaned JSON and events out, until the requests end
+    (returns 0) or none has come for :data:`CLEANER_IDLE_SECONDS` (returns :data:`_IDLE_EXIT`)."""
+    while True:
+        if not select.select([requests], [], [], CLEANER_IDLE_SECONDS)[0]:
+            return _IDLE_EXIT
+        header = _read_exactly(requests, _LENGTH)
+        body = None if header is None else _read_exactly(requests, int.from_bytes(header, "big"))
         if body is None:
-            return
+            return 0
         try:
             nb = nbformat.from_dict(json.loads(body))
             reply = b"0" + json.dumps({"nb": nb, "events": _clean_all(nb)}).encode("ascii")
