@@ -33,7 +33,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import ctypes
 import html
 import json
 import os
@@ -47,6 +46,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from .allowlist import SVG_TAGS, clean_and_inventory
 from .config import GRADING
+from .forked import child_of, keep_only, read_exactly, send_all
 from .mathml import cell_source, markdown_html, one_line, prerender_math
 from .protocol import HELPERS_ID
 from .report import Events
@@ -395,7 +395,7 @@ class _Cleaner:
     Each request is a notebook's JSON after its length (:data:`_LENGTH` bytes); each reply is
     ``0`` and the JSON of the cleaned notebook and its events, or ``1`` and the error, after its
     length. The child keeps no other file descriptor of the parent's but the standard three
-    (:func:`_keep_only`), ignores Ctrl-C, dies with the thread that forked it (``PR_SET_PDEATHSIG``),
+    (:func:`~.forked.keep_only`), ignores Ctrl-C, dies with the thread that forked it (``PR_SET_PDEATHSIG``),
     exits when its requests' pipe closes, and ends when no notebook has come for
     :data:`CLEANER_IDLE_SECONDS` (the next notebook starts a new one; one sent just as it ended is
     sent to the new one, as the ended one read nothing). The parent kills it whenever a request does not end
@@ -413,8 +413,8 @@ class _Cleaner:
         if self.pid == 0:  # the child: it never returns into the caller's code
             status = 1
             try:
-                _keep_only(requests_read, replies_write)
-                _child_of(self.owner)
+                keep_only(requests_read, replies_write)
+                child_of(self.owner)
                 status = _serve(requests_read, replies_write)
             finally:
                 os._exit(status)
@@ -442,7 +442,7 @@ class _Cleaner:
         is then stopped)."""
         deadline = time.monotonic() + time_limit
         try:
-            _send(self.requests, len(request).to_bytes(_LENGTH, "big") + request)
+            send_all(self.requests, len(request).to_bytes(_LENGTH, "big") + request)
             header = self._receive(_LENGTH, deadline, time_limit)
             reply = self._receive(int.from_bytes(header, "big"), deadline, time_limit)
         except (OSError, _Ended) as exc:  # a pipe broke or ended: the cleaner had ended
@@ -505,43 +505,14 @@ def _forget_parents_cleaner() -> None:
 os.register_at_fork(after_in_child=_forget_parents_cleaner)
 
 
-def _keep_only(*kept: int) -> None:
-    """Close every file descriptor but the standard three and ``kept``. A long-lived child must not hold
-    the parent's other pipes open: whoever reads one (a subprocess waiting for its stdin to end, a
-    pool waiting for a worker's sentinel) would wait for the cleaner's end too."""
-    low = 3
-    for fd in sorted(kept):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
-
-
-def _send(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    """``size`` bytes from ``fd``, or None when it closes first."""
-    chunks, got = [], 0
-    while got < size:
-        chunk = os.read(fd, min(size - got, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
 def _serve(requests: int, replies: int) -> int:
     """The cleaner's loop: a notebook in, its cleaned JSON and events out, until the requests end
     (returns 0) or none has come for :data:`CLEANER_IDLE_SECONDS` (returns :data:`_IDLE_EXIT`)."""
     while True:
         if not select.select([requests], [], [], CLEANER_IDLE_SECONDS)[0]:
             return _IDLE_EXIT
-        header = _read_exactly(requests, _LENGTH)
-        body = None if header is None else _read_exactly(requests, int.from_bytes(header, "big"))
+        header = read_exactly(requests, _LENGTH)
+        body = None if header is None else read_exactly(requests, int.from_bytes(header, "big"))
         if body is None:
             return 0
         try:
@@ -549,19 +520,7 @@ def _serve(requests: int, replies: int) -> int:
             reply = b"0" + json.dumps({"nb": nb, "events": _clean_all(nb)}).encode("ascii")
         except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises SanitizeError
             reply = b"1" + f"{type(exc).__name__}: {exc}"[:2000].encode("utf-8", "replace")
-        _send(replies, len(reply).to_bytes(_LENGTH, "big") + reply)
-
-
-def _child_of(parent: int) -> None:
-    """In the child: ignore the terminal's interrupt (the parent ends the child) and die with the parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux): killed when the parent ends
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent's own bound still kills the child
-    if os.getppid() != parent:  # the parent ended before the request took effect
-        os._exit(1)
+        send_all(replies, len(reply).to_bytes(_LENGTH, "big") + reply)
 
 
 _CUT_NOTE = "[not stored by the grader: this cell held {size} bytes and the notebook was over {cap} bytes]"
