@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
+import time
 
 
 def keep_only(*kept: int) -> None:
@@ -20,16 +22,35 @@ def keep_only(*kept: int) -> None:
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
-def send_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
+_LENGTH = 8  # bytes of the length that comes before each message (big-endian)
+
+
+def send_message(fd: int, data: bytes) -> None:
+    """Write ``data`` to ``fd`` whole, after its length (:func:`read_message` reads it)."""
+    view = memoryview(len(data).to_bytes(_LENGTH, "big") + data)
     while view:
         view = view[os.write(fd, view):]
 
 
-def read_exactly(fd: int, size: int) -> bytes | None:
-    """``size`` bytes from ``fd``, or None when it closes first."""
+def read_message(fd: int, deadline: float | None = None) -> bytes | None:
+    """The next message :func:`send_message` wrote to ``fd``, or None when ``fd`` closes first.
+
+    Raises
+    ------
+    TimeoutError
+        ``deadline`` (of ``time.monotonic``) passed before the whole message came.
+    """
+    header = _read_exactly(fd, _LENGTH, deadline)
+    return None if header is None else _read_exactly(fd, int.from_bytes(header, "big"), deadline)
+
+
+def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes | None:
     chunks, got = [], 0
     while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
         chunk = os.read(fd, min(size - got, 1 << 20))
         if not chunk:
             return None

@@ -46,7 +46,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from .allowlist import SVG_TAGS, clean_and_inventory
 from .config import GRADING
-from .forked import child_of, keep_only, read_exactly, send_all
+from .forked import child_of, keep_only, read_message, send_message
 from .mathml import cell_source, markdown_html, one_line, prerender_math
 from .protocol import HELPERS_ID
 from .report import Events
@@ -366,7 +366,6 @@ def stop_cleaner() -> None:
         cleaner.stop()
 
 
-_LENGTH = 8  # bytes of the length that comes before each request and reply (big-endian)
 #: seconds a cleaner waits for the next notebook before it ends: longer than the default bound of a
 #: whole submission (``run_submission_seconds``, 600 s), so a grading worker keeps its cleaner for the
 #: whole run, while a process that lives on between runs (the Formgrader's server, a Dask worker)
@@ -379,10 +378,6 @@ class _EndedIdle(Exception):
     """The cleaner had ended for want of work before it read the request (it may be sent again)."""
 
 
-class _Ended(Exception):
-    """The cleaner's replies ended before a whole reply came."""
-
-
 class _Cleaner:
     """A child process that cleans notebooks (:func:`_clean_all`) one at a time, for as long as the
     process that forked it needs one.
@@ -392,15 +387,15 @@ class _Cleaner:
     A new child for every notebook cost 37 CPU ms a notebook (the fork, the copied pages, every cache
     filled afresh); a kept one costs 9, 2 in the worker and 7 in the cleaner (class of 10, 2026-12-07).
 
-    Each request is a notebook's JSON after its length (:data:`_LENGTH` bytes); each reply is
-    ``0`` and the JSON of the cleaned notebook and its events, or ``1`` and the error, after its
-    length. The child keeps no other file descriptor of the parent's but the standard three
-    (:func:`~.forked.keep_only`), ignores Ctrl-C, dies with the thread that forked it (``PR_SET_PDEATHSIG``),
-    exits when its requests' pipe closes, and ends when no notebook has come for
-    :data:`CLEANER_IDLE_SECONDS` (the next notebook starts a new one; one sent just as it ended is
-    sent to the new one, as the ended one read nothing). The parent kills it whenever a request does not end
-    with its reply (the time bound, an exception while waiting), so between two requests the
-    cleaner is idle or gone, never halfway through a notebook.
+    Each request is a notebook's JSON, each reply ``0`` and the JSON of the cleaned notebook and its
+    events, or ``1`` and the error, each a message of :func:`~.forked.send_message`. The child keeps
+    no other file descriptor of the parent's but the standard three (:func:`~.forked.keep_only`),
+    ignores Ctrl-C, dies with the thread that forked it (``PR_SET_PDEATHSIG``), exits when its
+    requests' pipe closes, and ends when no notebook has come for :data:`CLEANER_IDLE_SECONDS`
+    (the next notebook starts a new one; one sent just as it ended is sent to the new one, as the
+    ended one read nothing). The parent kills it whenever a request does not end with its reply
+    (the time bound, an exception while waiting), so between two requests the cleaner is idle or
+    gone, never halfway through a notebook.
     """
 
     current: _Cleaner | None = None  # this process's, if owner is this process (a fork inherits the global)
@@ -440,39 +435,27 @@ class _Cleaner:
     def clean(self, request: bytes, time_limit: float) -> bytes:
         """The reply's JSON to ``request``; raises SanitizeTimeLimit or SanitizeError (the cleaner
         is then stopped)."""
-        deadline = time.monotonic() + time_limit
+        why = "its replies ended"
         try:
-            send_all(self.requests, len(request).to_bytes(_LENGTH, "big") + request)
-            header = self._receive(_LENGTH, deadline, time_limit)
-            reply = self._receive(int.from_bytes(header, "big"), deadline, time_limit)
-        except (OSError, _Ended) as exc:  # a pipe broke or ended: the cleaner had ended
-            if self.stop() == _IDLE_EXIT:
-                raise _EndedIdle from None
-            raise SanitizeError(f"sanitising the notebook failed: its process ({self.pid}) ended "
-                                f"without a result ({getattr(exc, 'strerror', None) or exc})") from None
+            send_message(self.requests, request)
+            reply = read_message(self.replies, time.monotonic() + time_limit)
+        except TimeoutError:
+            self.stop()
+            raise SanitizeTimeLimit(f"sanitising the notebook took longer than {time_limit:g} s; "
+                                    f"its process ({self.pid}) was killed") from None
+        except OSError as exc:  # a pipe broke: the cleaner had ended
+            reply, why = None, exc.strerror or str(exc)
         except BaseException:
             self.stop()
             raise
+        if reply is None:
+            if self.stop() == _IDLE_EXIT:
+                raise _EndedIdle
+            raise SanitizeError(f"sanitising the notebook failed: its process ({self.pid}) ended "
+                                f"without a result ({why})")
         if reply[:1] != b"0":
             raise SanitizeError(f"sanitising the notebook failed: {reply[1:].decode('utf-8', 'replace')}")
         return reply[1:]
-
-    def _receive(self, size: int, deadline: float, time_limit: float) -> bytes:
-        """``size`` bytes of the reply, or SanitizeTimeLimit at ``deadline``, or SanitizeError at its end."""
-        chunks, got = [], 0
-        while got < size:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SanitizeTimeLimit(f"sanitising the notebook took longer than {time_limit:g} s; "
-                                        f"its process ({self.pid}) was killed")
-            ready, _, _ = select.select([self.replies], [], [], min(left, 0.5))
-            if ready:
-                chunk = os.read(self.replies, min(size - got, 1 << 20))
-                if not chunk:
-                    raise _Ended("its replies ended")
-                chunks.append(chunk)
-                got += len(chunk)
-        return b"".join(chunks)
 
     def stop(self) -> int | None:
         """Kill and reap the cleaner, close its pipes; its exit status (None when it was reaped before)."""
@@ -511,8 +494,7 @@ def _serve(requests: int, replies: int) -> int:
     while True:
         if not select.select([requests], [], [], CLEANER_IDLE_SECONDS)[0]:
             return _IDLE_EXIT
-        header = read_exactly(requests, _LENGTH)
-        body = None if header is None else read_exactly(requests, int.from_bytes(header, "big"))
+        body = read_message(requests)
         if body is None:
             return 0
         try:
@@ -520,7 +502,7 @@ def _serve(requests: int, replies: int) -> int:
             reply = b"0" + json.dumps({"nb": nb, "events": _clean_all(nb)}).encode("ascii")
         except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises SanitizeError
             reply = b"1" + f"{type(exc).__name__}: {exc}"[:2000].encode("utf-8", "replace")
-        send_all(replies, len(reply).to_bytes(_LENGTH, "big") + reply)
+        send_message(replies, reply)
 
 
 _CUT_NOTE = "[not stored by the grader: this cell held {size} bytes and the notebook was over {cap} bytes]"
