@@ -141,6 +141,8 @@ def test_gradebooks_share_one_engine_per_database(backend, request, tmp_path, mo
     else:
         url = request.getfixturevalue("postgres_server").create_database("shared_engine")
     monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # undone after the test
+    monkeypatch.setattr(nbgrader.api.Gradebook, "__init__", nbgrader.api.Gradebook.__init__)
+    monkeypatch.setattr(nbgrader.api.Gradebook, "close", nbgrader.api.Gradebook.close)
     monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")  # alembic
     share_gradebook_engines()
     share_gradebook_engines()  # once is enough: a second call changes nothing
