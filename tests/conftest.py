@@ -2,15 +2,17 @@
 shared out between pytest-xdist's workers.
 
 Workers (``make test`` runs ``pytest -n``): a test file goes whole to one worker, so its module
-fixtures are made once; the files that mark tests ``@pytest.mark.xdist_group("machine")`` use state
-of the whole machine (Unix accounts and groups, the course hub and its ports, hub/hubctl.py's
-folders) and all go to one worker, to run one after another (:class:`XdistScheduling`).
-The machine's files are scheduled first, and the files that read the built book last; the book is
-built once a run, in the background from the start (:func:`pytest_collection_modifyitems`).
+fixtures are made once; but the tests marked ``@pytest.mark.xdist_group("machine")`` (a whole file
+by its ``pytestmark``, or one test) use state of the whole machine (Unix accounts and groups, the
+course hub and its ports, hub/hubctl.py's folders) and all go to one worker, to run one after
+another (:class:`XdistScheduling`). The machine's tests are scheduled first, and the files that
+read the built book last; the book is built once a run, in the background from the start
+(:func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import os
@@ -101,16 +103,41 @@ BUILD_LOCK = HTML_DIR.parent / ".build.lock"  # held by whoever builds the book 
 BUILD_STAMP = HTML_DIR.parent / ".build-outcome"  # the run that built it, then "ok" or why not
 
 
-#: test files with a test marked xdist_group("machine"), found by reading them (xdist's own
-#: loadgroup cannot group on pytest 9: it renames items through an attribute pytest 9 no longer reads)
-MACHINE_FILES = frozenset(path.name for path in (ROOT / "tests").glob("test_*.py")
-                          if 'xdist_group("machine")' in path.read_text(encoding="utf-8"))
+def _is_machine_mark(node) -> bool:
+    """Whether an AST node is ``pytest.mark.xdist_group("machine")``."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "xdist_group" and len(node.args) == 1
+            and isinstance(node.args[0], ast.Constant) and node.args[0].value == "machine")
+
+
+def machine_tests(source: str) -> set[str]:
+    """The names of a test file's tests that use the machine's state: every name (``{"*"}``) when
+    its ``pytestmark`` is the machine's group, else its test functions marked with it. Read from
+    the source, because xdist's scheduler sees node ids only (its own loadgroup cannot group on
+    pytest 9: it renames items through an attribute pytest 9 no longer reads);
+    :func:`pytest_collection_modifyitems` checks the reading against the markers pytest finds."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+            marks = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else [node.value]
+            if any(_is_machine_mark(mark) for mark in marks):
+                return {"*"}
+        elif isinstance(node, ast.FunctionDef) and any(_is_machine_mark(d) for d in node.decorator_list):
+            names.add(node.name)
+    return names
+
+
+#: file name -> the names of its tests that use the machine's state ({"*"}: all of them)
+MACHINE_TESTS = {path.name: names for path in (ROOT / "tests").glob("test_*.py")
+                 if (names := machine_tests(path.read_text(encoding="utf-8")))}
 
 
 def scope_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: "machine" for the machine's files, else its file."""
-    path = nodeid.split("::", 1)[0]
-    return "machine" if Path(path).name in MACHINE_FILES else path
+    """The unit of work a test belongs to: "machine" for the tests that use the machine's state,
+    else its file."""
+    path, _, rest = nodeid.partition("::")
+    names = MACHINE_TESTS.get(Path(path).name, ())
+    return "machine" if "*" in names or rest.split("[", 1)[0] in names else path
 
 
 class XdistScheduling:
@@ -118,7 +145,7 @@ class XdistScheduling:
 
     @staticmethod
     def pytest_xdist_make_scheduler(config, log):
-        """Whole files to workers, the machine's files all to one, in the order of collection."""
+        """Whole files to workers, the machine's tests all to one, in the order of collection."""
         from xdist.scheduler import LoadScopeScheduling  # deferred: only under pytest-xdist (-n)
 
         class ByFile(LoadScopeScheduling):
@@ -139,6 +166,10 @@ def pytest_collection_modifyitems(config, items):
     """Of the tests selected: the machine's first (the longest run, on one worker), the files that
     read the built book last; and the book's build started in the background now, so that the
     workers run the other tests while it is made."""
+    misread = [item.nodeid for item in items if (scope_of(item.nodeid) == "machine") != any(
+        mark.args == ("machine",) for mark in item.iter_markers("xdist_group"))]
+    if misread:
+        raise pytest.UsageError(f"tests/conftest.py:machine_tests misreads the machine's mark of {misread}")
     book_files = {item.path for item in items if "built_book" in getattr(item, "fixturenames", ())}
 
     def rank(item) -> int:
