@@ -176,9 +176,35 @@ def pytest_collection_modifyitems(config, items):
         return 0 if scope_of(item.nodeid) == "machine" else 2 if item.path in book_files else 1
 
     items.sort(key=rank)
+    config.stash[HAS_MACHINE_TESTS] = any(rank(item) == 0 for item in items)
     wants_book = book_files or any(item.path.name == "test_pdf.py" for item in items)  # its singlehtml waits for it
     if wants_book and not os.environ.get(BOOK_HTML_ENV) and not config.option.collectonly:
         start_book_build(this_run())
+
+
+HAS_MACHINE_TESTS = pytest.StashKey[bool]()
+
+#: How much lower a CPU priority (``nice``) the workers take once they run tests other than the
+#: machine's. The machine's tests run one after another on one worker and are the run's longest
+#: chain (ci25, 2026-12-07: 25.4 of the 26 minutes); the others have minutes to spare, so when the
+#: two cores are short, the machine's tests and what they start get the larger share.
+OTHERS_NICE = 5
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """An xdist worker lowers its priority (:data:`OTHERS_NICE`) before its first test that is not the
+    machine's, in a run that has the machine's tests: the scheduler gives those all to one worker
+    first of all, so no worker that runs another test first runs any of them later, and the one that
+    runs them is done with them when it lowers its own."""
+    config = item.config
+    if (os.environ.get("PYTEST_XDIST_WORKER") and config.stash.get(HAS_MACHINE_TESTS, False)
+            and scope_of(item.nodeid) != "machine" and not config.stash.get(NICED, False)):
+        os.nice(OTHERS_NICE)
+        config.stash[NICED] = True
+
+
+NICED = pytest.StashKey[bool]()
 
 
 def this_run() -> str:
