@@ -186,7 +186,7 @@ HAS_MACHINE_TESTS = pytest.StashKey[bool]()
 
 #: How much lower a CPU priority (``nice``) the workers take once they run tests other than the
 #: machine's. The machine's tests run one after another on one worker and are the run's longest
-#: chain (ci25, 2026-12-07: 25.4 of the 26 minutes); the others have minutes to spare, so when the
+#: chain (ci25, 2026-12-07: 25.3 of the 26 minutes); the others have minutes to spare, so when the
 #: two cores are short, the machine's tests and what they start get the larger share.
 OTHERS_NICE = 5
 
