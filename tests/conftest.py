@@ -140,6 +140,10 @@ def scope_of(nodeid: str) -> str:
     return "machine" if "*" in names or rest.split("[", 1)[0] in names else path
 
 
+HAS_MACHINE_TESTS = pytest.StashKey[bool]()  # whether this run's selection has any of the machine's tests
+NICED = pytest.StashKey[bool]()  # whether this worker has lowered its priority (pytest_runtest_setup)
+
+
 class XdistScheduling:
     """The scheduler for pytest-xdist's workers; registered only when xdist is (``-p no:xdist`` works)."""
 
@@ -182,8 +186,6 @@ def pytest_collection_modifyitems(config, items):
         start_book_build(this_run())
 
 
-HAS_MACHINE_TESTS = pytest.StashKey[bool]()
-
 #: How much lower a CPU priority (``nice``) the workers take once they run tests other than the
 #: machine's. The machine's tests run one after another on one worker and are the run's longest
 #: chain (ci25, 2026-12-07: 25.3 of the 26 minutes); the others have minutes to spare, so when the
@@ -202,9 +204,6 @@ def pytest_runtest_setup(item):
             and scope_of(item.nodeid) != "machine" and not config.stash.get(NICED, False)):
         os.nice(OTHERS_NICE)
         config.stash[NICED] = True
-
-
-NICED = pytest.StashKey[bool]()
 
 
 def this_run() -> str:
