@@ -731,6 +731,7 @@ def main() -> int:
         report(shape, plan, jobs, series, clusters, overhead, profile, fixed)
         rows = [*stock_targets(stock, ours), own_cost_target(shape, ours, alone)]
         print_own_cost(series, labels)
+        lower_bound(plan, series, labels[3], fixed)
         for other in shapes[1:]:
             template, big_plan, big, big_lines = other_class(other, tmp, jobs, repeat)
             print(f"\nclass: {other} ({len(big_plan)} notebooks)")
@@ -828,8 +829,8 @@ def import_seconds(code: str, *flags: str, rounds: int = 3) -> float:
 
 
 def fixed_costs(template: Path, tmp: Path, plan: list[Submission], class_cpu: float) -> list[tuple[str, float]]:
-    """What a run pays once, and the imports of the processes a run starts once (the grading
-    process, the zygote) or once a notebook (the kernel's launcher).
+    """What a run pays once, the imports of the processes a run starts once (the grading process,
+    the zygote) or once a notebook (the kernel's launcher), and the class's keys.
 
     A run's CPU is taken as a fixed cost F plus m a notebook: ``class_cpu`` (the class's median) is
     F + m N, and a run of one notebook of the class, measured here, is F + m."""
@@ -851,14 +852,58 @@ def fixed_costs(template: Path, tmp: Path, plan: list[Submission], class_cpu: fl
             ("  F, the fixed cost of a run", whole - each),
             ("  F spread over this class's notebooks, per notebook", (whole - each) / len(plan)),
             ("a new Python process, nothing imported", import_seconds("pass", "-I")),
-            ("the grading process's imports (rbtutor.course.grade and its workers' modules)",
+            (IMPORTS_LABEL,
              import_seconds("import importlib, rbtutor.course.grade as g\nfor m in g.WORKER_MODULES: "
                             "importlib.import_module(m)")),
             ("the zygote's imports (numpy, scipy.integrate, sympy, ipykernel, ...)",
              import_seconds("import sys\nsys.modules['debugpy'] = None\n"
                             f"for m in {zygote.PRELOAD!r}: __import__(m)", "-s")),
             ("a kernel's launcher: a new Python loading the sandbox package (once a notebook)",
-             import_seconds(launcher, "-I"))]
+             import_seconds(launcher, "-I")),
+            (KEYS_LABEL, class_keys_seconds(courses[0], plan))]
+
+
+KEYS_LABEL = "the class's keys, worked out as `make grade` does before its workers start"
+IMPORTS_LABEL = "the grading process's imports (rbtutor.course.grade and its workers' modules)"
+
+
+def class_keys_seconds(course: Path, plan: list[Submission], rounds: int = 3) -> float:
+    """Median CPU seconds (its pool's included) of ``store_class_keys`` for the students and assignments
+    of ``plan``, in a new process each round, into an empty store: what a first `make grade` of the
+    class pays for the students' own keys (each has their own numbers), imports left out."""
+    code = ("import resource, shutil, sys\n"
+            "from rbtutor.course import CourseLayout, api\n"
+            "from rbtutor.course.grade import store_class_keys\n"
+            "layout = CourseLayout(sys.argv[1])\n"
+            "shutil.rmtree(layout.scratch, ignore_errors=True)\n"
+            "grader = api(layout)\n"
+            "def used():\n"
+            "    return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, "
+            "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))\n"
+            "before = used()\n"
+            "store_class_keys(layout, grader, sys.argv[2].split(','), sys.argv[3].split(','))\n"
+            "print(used() - before)\n")
+    students = ",".join(sorted({s.student for s in plan}))
+    assignments = ",".join(sorted({s.assignment for s in plan}))
+    seconds = []
+    for _ in range(rounds):
+        done = subprocess.run([sys.executable, "-c", code, str(course), students, assignments], check=True,
+                              capture_output=True, text=True, env=stock_env(same_kernel=False))
+        seconds.append(float(done.stdout.split()[-1]))
+    return statistics.median(seconds)
+
+
+def lower_bound(plan: list[Submission], series: dict[str, list[Run]], alone_label: str,
+                fixed: list[tuple[str, float]]) -> None:
+    """What the own-cost target leaves for the grader's work a notebook, and what two of its parts that
+    no cut of the pipeline touches take alone: the students' keys and the grading process's imports."""
+    parts = dict(fixed)
+    allowed = (OWN_COST_TARGET - 1) * median_of(series[alone_label], "cpu_per")
+    keys, imports = parts[KEYS_LABEL] / len(plan), parts[IMPORTS_LABEL] / len(plan)
+    print(f"\nthe own-cost target ({OWN_COST_TARGET:g}x execution only) leaves {allowed * 1e3:.0f} CPU ms a notebook "
+          f"of this class for all the grader adds; the students' keys take {keys * 1e3:.0f} of them and the "
+          f"grading process's imports {imports * 1e3:.0f}, leaving {(allowed - keys - imports) * 1e3:.0f} for "
+          "intake, nbgrader, judging, scores, feedback, the gradebook and the reports")
 
 
 def projection(growth: list[dict], stock: list[Run], overhead: tuple[float, float]) -> None:
