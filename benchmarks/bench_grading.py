@@ -894,9 +894,10 @@ def class_keys_seconds(course: Path, plan: list[Submission], rounds: int = 3) ->
 
 
 def lower_bound(plan: list[Submission], series: dict[str, list[Run]], alone_label: str,
-                fixed: list[tuple[str, float]]) -> None:
+                fixed: list[tuple[str, float]]) -> tuple[float, float, float]:
     """What the own-cost target leaves for the grader's work a notebook, and what two of its parts that
-    no cut of the pipeline touches take alone: the students' keys and the grading process's imports."""
+    no cut of the pipeline touches take alone: the students' keys and the grading process's imports.
+    Printed, and returned as CPU seconds a notebook ``(allowed, keys, imports)``."""
     parts = dict(fixed)
     allowed = (OWN_COST_TARGET - 1) * median_of(series[alone_label], "cpu_per")
     keys, imports = parts[KEYS_LABEL] / len(plan), parts[IMPORTS_LABEL] / len(plan)
@@ -904,6 +905,7 @@ def lower_bound(plan: list[Submission], series: dict[str, list[Run]], alone_labe
           f"of this class for all the grader adds; the students' keys take {keys * 1e3:.0f} of them and the "
           f"grading process's imports {imports * 1e3:.0f}, leaving {(allowed - keys - imports) * 1e3:.0f} for "
           "intake, nbgrader, judging, scores, feedback, the gradebook and the reports")
+    return allowed, keys, imports
 
 
 def projection(growth: list[dict], stock: list[Run], overhead: tuple[float, float]) -> None:

@@ -192,6 +192,22 @@ def test_targets_compare_medians_with_the_cheaper_and_the_faster_stock_run():
     assert "class 30" in name
 
 
+def test_lower_bound_takes_the_keys_and_imports_from_the_own_cost_allowance(capsys):
+    """A fifth of execution only's CPU a notebook, less the class's keys and the grading process's
+    imports, each spread over the class's notebooks."""
+    from bench_grading import IMPORTS_LABEL, KEYS_LABEL, OWN_COST_TARGET, Run, lower_bound
+
+    class_plan = plan(30, list(SAME_ASSIGNMENTS))  # 60 notebooks
+    alone = [Run("execution only", 20.0, cpu, None, 60) for cpu in (27.0, 30.0, 45.0)]  # median 0.5 a notebook
+    allowed, keys, imports = lower_bound(class_plan, {"execution only": alone}, "execution only",
+                                         [("another line", 9.0), (KEYS_LABEL, 2.4), (IMPORTS_LABEL, 1.8)])
+    assert allowed == pytest.approx((OWN_COST_TARGET - 1) * 0.5)
+    assert (keys, imports) == (pytest.approx(0.04), pytest.approx(0.03))
+    printed = capsys.readouterr().out
+    assert f"leaves {allowed * 1e3:.0f} CPU ms" in printed
+    assert f"leaving {(allowed - keys - imports) * 1e3:.0f} for intake" in printed
+
+
 def test_make_grades_progress_lines_are_read():
     """The benchmark reads rbtutor grade's own progress lines, with and without the time left."""
     from bench_grading import PROGRESS
