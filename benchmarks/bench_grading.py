@@ -37,7 +37,7 @@ class, CPU per notebook at most a third of the stock run of the lower CPU, and w
 
 Classes: ``BENCH_CLASS`` (default ``30``; ``make bench BENCH_CLASS=30,300`` or ``30,300,273xall``
 for the growth), each entry ``N`` (N students handing in problem03 and problem10) or ``Nxall``
-(N students handing in every assignment: ``273xall`` is 3 003 notebooks). Every contender grades
+(N students handing in every assignment: ``273xall`` is 3 276 notebooks). Every contender grades
 the first class; for the others, `make grade` and execution only are measured in turn. The Dask
 cluster (``grade --scheduler``, 1, 2 and 3 workers) grades, once, each class of at most
 ``BENCH_CLUSTER_UP_TO`` notebooks (default 300), for the growth table, the plot

@@ -15,7 +15,7 @@ and assignment, as a real class would hand them in (benchmark set-up; no pipelin
 
 The class is shaped as a real one (:class:`ClassShape`): every student hands in the same
 assignments, problem03 and problem10 by default (``BENCH_CLASS=30``: 30 students, 60 notebooks),
-or every assignment of the course (``BENCH_CLASS=273xall``: 273 students, 3 003 notebooks).
+or every assignment of the course (``BENCH_CLASS=273xall``: 273 students, 3 276 notebooks of twelve assignments).
 """
 
 from __future__ import annotations
