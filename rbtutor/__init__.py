@@ -32,7 +32,7 @@ from .kinematics import (
 )
 from .rigid_body import RigidBody, shift_load, shift_velocity
 from .simulation import SimulationResult, simulate
-from .torque_free import euler_equations, integrate_spin, sign_change_times, spin_stability
+from .torque_free import euler_equations, integrate_spin, sign_change_count, sign_change_times, spin_stability
 
 __all__ = [
     "GimbalLockError",
@@ -56,6 +56,7 @@ __all__ = [
     "rotation_matrix",
     "shift_load",
     "shift_velocity",
+    "sign_change_count",
     "sign_change_times",
     "simulate",
     "skew",

@@ -33,6 +33,8 @@ I3 = np.eye(3)
     (lambda: rbtutor.box_inertia(1.0, [1.0, -2.0, 1.0]), r"expected positive box dimensions"),
     (lambda: rbtutor.spin_stability([1.0, 0.0, 2.0], 1.0), r"expected positive principal moments"),
     (lambda: rbtutor.sign_change_times([1.0, 2.0, 3.0], [0, 1, 0], 10.0, component=3), r"expected component"),
+    (lambda: rbtutor.sign_change_count([1.0, 2.0, 3.0], [0, 1, 0], 10.0, component=3), r"expected component"),
+    (lambda: rbtutor.sign_change_count([1.0, 2.0, 3.0], [0, 1, 0], -1.0), r"t_end"),
     (lambda: rbtutor.simulate(rbtutor.RigidBody(1.0, [0, 0, 0], I3), [0] * 6, 1.0, attitude="quaternions"),
      r"expected attitude in"),
     (lambda: rbtutor.simulate(rbtutor.RigidBody(1.0, [0, 0, 0], I3), [0] * 6, -1.0), r"expected t_end > 0"),

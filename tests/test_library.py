@@ -178,6 +178,51 @@ def test_torque_free_conserves_energy_and_momentum():
                           .reshape(2, -1), axis=0) != 0)
 
 
+
+def test_the_closed_form_count_of_sign_changes_agrees_with_integration():
+    """sign_change_count (Jacobi's elliptic functions) gives sign_change_times's count on random
+    spins: every component, both sides of the separatrix, negative rates, 0 to several changes."""
+    from rbtutor.torque_free import _elliptic_count
+
+    rng = np.random.default_rng(38)
+    counts, sides, closed = set(), set(), 0
+    for _ in range(300):
+        inertia = rng.uniform(1.0, 10.0, 3)
+        omega = rng.normal(size=3) * rng.choice([1.0, 1e-3], 3)
+        t_end, component = rng.uniform(1.0, 80.0), int(rng.integers(3))
+        integrated = len(rbtutor.sign_change_times(inertia, omega, t_end, component))
+        assert rbtutor.sign_change_count(inertia, omega, t_end, component) == integrated, (inertia, omega, t_end)
+        middle = inertia[np.argsort(inertia)[1]]
+        sides.add(bool(np.sum(inertia * (inertia - middle) * omega ** 2) > 0))  # sign of L^2 - 2 E I_middle
+        counts.add(integrated)
+        closed += _elliptic_count(inertia, omega, t_end, component) is not None
+    assert sides == {True, False}, sides
+    assert {0, 1, 2, 3} <= counts, counts
+    assert closed >= 290, f"the closed form answered {closed} of 300 times"
+
+
+@pytest.mark.parametrize(("inertia", "omega", "t_end"), [
+    ([1.0, 2.0, 3.0], [0.0, 1.0, 1e-3], 60.0),  # a rate exactly zero
+    ([2.0, 2.0, 3.0], [1e-3, 1.0, 1e-3], 60.0),  # two equal moments
+    ([1.0, 2.0, 3.0], [0.0, 1.0, 0.0], 60.0),  # a steady spin: no change
+])
+def test_sign_change_count_integrates_where_the_closed_form_does_not_hold(inertia, omega, t_end):
+    from rbtutor.torque_free import _elliptic_count
+
+    assert _elliptic_count(np.asarray(inertia), np.asarray(omega), t_end, 1) is None
+    assert rbtutor.sign_change_count(inertia, omega, t_end) == len(rbtutor.sign_change_times(inertia, omega, t_end))
+
+
+def test_sign_change_count_integrates_when_a_change_falls_on_t_end():
+    from rbtutor.torque_free import _elliptic_count
+
+    inertia, omega = np.array([1.0, 2.0, 3.0]), np.array([1e-3, 1.0, 1e-3])
+    second = rbtutor.sign_change_times(inertia, omega, 60.0)[1]
+    assert _elliptic_count(inertia, omega, second, 1) is None
+    assert _elliptic_count(inertia, omega, second * 1.01, 1) == 2
+    assert rbtutor.sign_change_count(inertia, omega, second * 0.99) == 1
+
+
 # --------------------------------------------------------------------------- what an accelerometer reads
 
 angles = st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=3)
