@@ -96,7 +96,7 @@ import yaml
 
 from ..euler_parameters import from_euler_angles, g_matrix_body
 from ..inertia import box_inertia, check_inertia, inertia_from_gyration, parallel_axis
-from ..torque_free import integrate_spin
+from ..torque_free import sign_change_count
 from . import REFERENCE_DATA, answer_key, load_data, merge_data, read_yaml
 from .question_bank import draw, quiz_numbers
 
@@ -250,7 +250,7 @@ def _draw_vessel(rng, ref: dict) -> dict:
 
 def _flip_count(module: dict) -> int:
     inertia = box_inertia(module["mass"], module["dimensions"]).diagonal()
-    return len(integrate_spin(inertia, module["omega0"], module["t_end"], component=1).t_events[0])
+    return sign_change_count(inertia, module["omega0"], module["t_end"], component=1)
 
 
 @functools.lru_cache(maxsize=8)
