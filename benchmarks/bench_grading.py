@@ -157,8 +157,12 @@ def stock_env(same_kernel: bool = True) -> dict[str, str]:
 
 
 def nbgrader(where: Path, *args: str) -> None:
-    result = subprocess.run([str(VENV_BIN / "nbgrader"), *args], cwd=where, env=stock_env(),
-                            capture_output=True, text=True)
+    # JUPYTER_NO_CONFIG makes each command a configuration folder in TMPDIR: kept beside the
+    # course copy, so that they go with the benchmark's scratch (left in /tmp, 384 a run)
+    temporary = where.with_name(f"{where.name}-tmp")
+    temporary.mkdir(mode=0o700, exist_ok=True)
+    result = subprocess.run([str(VENV_BIN / "nbgrader"), *args], cwd=where,
+                            env={**stock_env(), "TMPDIR": str(temporary)}, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed in {where}:\n{result.stderr[-2000:]}")
 
