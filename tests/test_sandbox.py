@@ -708,6 +708,12 @@ def test_the_run_s_zygote_ends_cleanly_when_the_run_does(monkeypatch):
         assert name
         process = zygote_client._zygote[0]
         assert process.poll() is None
+        # its HOME, made for loading its libraries, is gone once it is ready (a pool's worker that
+        # started it ends without exit handlers, which left the folder in /tmp)
+        home = os.readlink(f"/proc/{process.pid}/cwd")
+        assert Path(home).name.startswith("rbtutor-zygote-"), home
+        assert home.endswith(" (deleted)"), home
+        assert not Path(home.removesuffix(" (deleted)")).exists(), home
     assert process.returncode == 0
     assert process.stdout.read() == b""  # nothing after its "ready"
     assert "RBTUTOR_ZYGOTE" not in os.environ

@@ -45,6 +45,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -206,6 +207,7 @@ def main(name: str) -> None:
     sys.modules["debugpy"] = None
     for module in PRELOAD:
         __import__(module)
+    _remove_own_home()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
     listener.bind("\0" + name)
     listener.listen(16)
@@ -227,6 +229,16 @@ def main(name: str) -> None:
                 os._exit(_receive(conn))
         finally:
             conn.close()
+
+
+def _remove_own_home() -> None:
+    """Remove the folder this process was started in as HOME, once the libraries are loaded: nothing
+    later uses it (a kernel gets the sandbox's HOME), and the process that made it may end without
+    running its exit handlers (a pool's worker ends with os._exit), which left one folder a worker
+    in /tmp. Only the client's folder (``rbtutor-zygote-*``, this process's working folder) is removed."""
+    home = os.environ.get("HOME", "")
+    if os.path.basename(home).startswith("rbtutor-zygote-") and os.path.realpath(home) == os.getcwd():
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _receive(conn: socket.socket) -> int:

@@ -57,8 +57,8 @@ def _launch_zygote() -> tuple[subprocess.Popen, str] | None:
     import secrets
 
     name = f"rbtutor-zygote-{os.getpid()}-{secrets.token_hex(8)}"
-    home = tempfile.mkdtemp(prefix="rbtutor-zygote-")
-    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    home = tempfile.mkdtemp(prefix="rbtutor-zygote-")  # the zygote removes it once its libraries are loaded
+    atexit.register(shutil.rmtree, home, ignore_errors=True)  # in case it never got that far
     source = (Path(__file__).parent / "zygote.py").read_text()
     process = subprocess.Popen([kernel_python(), "-s", "-c", source, name],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=home,
