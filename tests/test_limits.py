@@ -86,6 +86,44 @@ def bwrap(request, monkeypatch):
 
 # --------------------------------------------------------------------------- disk
 
+def test_the_tasks_a_user_runs_are_counted_as_rlimit_nproc_counts_them():
+    """``_tasks_of`` (the base of the kernel's RLIMIT_NPROC) counts every thread of every process of a
+    real uid: this user's count agrees with one read from each process's task folder (threads
+    included), and five processes of a uid nothing else runs as count five, and none once ended."""
+    from rbtutor.grading.sandbox.plan import _tasks_of
+
+    def by_task_folders(uid: int) -> int:
+        count = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+                real = int(next(line for line in lines if line.startswith("Uid:")).split()[1])
+                count += len(os.listdir(f"/proc/{pid}/task")) if real == uid else 0
+            except (OSError, StopIteration):
+                continue
+        return count
+
+    for _ in range(5):  # other processes of this user start and end meanwhile: agree on one try
+        counts = (_tasks_of(os.getuid()), by_task_folders(os.getuid()), _tasks_of(os.getuid()))
+        if len(set(counts)) == 1:
+            break
+    assert len(set(counts)) == 1, counts
+    if os.getuid() != 0:
+        pytest.skip("a process of an unused uid needs root (the course machine's CI runs as root)")
+    unused = 2**31 - 7
+    assert _tasks_of(unused) == 0
+    # a shell and four sleeping children: five tasks (the interpreter's folder is not readable by others)
+    five = 'p=; for i in 1 2 3 4; do sleep 600 & p="$p $!"; done; echo up; read -r _; kill $p; wait'
+    with subprocess.Popen(["/bin/sh", "-c", five], user=unused, group=unused, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True, cwd="/") as helper:
+        try:
+            assert helper.stdout.readline() == "up\n"
+            assert _tasks_of(unused) == 5
+        finally:
+            helper.stdin.close()
+    assert _tasks_of(unused) == 0
+
+
 def test_the_socket_folder_is_a_few_kib_of_the_kernels_own(course, bwrap):
     """Writing 10 MB next to the kernel's sockets fails with ENOSPC; the grader's socket folder holds
     only what the grader and the launcher wrote there (nothing of the kernel's)."""
