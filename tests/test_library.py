@@ -178,7 +178,6 @@ def test_torque_free_conserves_energy_and_momentum():
                           .reshape(2, -1), axis=0) != 0)
 
 
-
 def test_the_closed_form_count_of_sign_changes_agrees_with_integration():
     """sign_change_count (Jacobi's elliptic functions) gives sign_change_times's count on random
     spins: every component, both sides of the separatrix, negative rates, 0 to several changes."""

@@ -84,8 +84,6 @@ def bwrap(request, monkeypatch):
     return path
 
 
-# --------------------------------------------------------------------------- disk
-
 def test_the_tasks_a_user_runs_are_counted_as_rlimit_nproc_counts_them():
     """``_tasks_of`` (the base of the kernel's RLIMIT_NPROC) counts every thread of every process of a
     real uid: this user's count agrees with one read from each process's task folder (threads
@@ -123,6 +121,8 @@ def test_the_tasks_a_user_runs_are_counted_as_rlimit_nproc_counts_them():
             helper.stdin.close()
     assert _tasks_of(unused) == 0
 
+
+# --------------------------------------------------------------------------- disk
 
 def test_the_socket_folder_is_a_few_kib_of_the_kernels_own(course, bwrap):
     """Writing 10 MB next to the kernel's sockets fails with ENOSPC; the grader's socket folder holds
