@@ -404,7 +404,9 @@ def test_nbgrader_s_own_command_stops_on_a_bad_course_toml(tmp_path):
     """nbgrader logs an error raised by a configuration file and goes on without it (so without the sandbox):
     configure stops the process instead, with the one line and status 2."""
     course = scratch_course(tmp_path, PREAMBLE + "[sandbox]\nmemory = \"4G\"\n")
-    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(Path.home()), "JUPYTER_NO_CONFIG": "1"}
+    # JUPYTER_NO_CONFIG makes a configuration folder in TMPDIR: the test's own, so that none is left in /tmp
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(Path.home()), "JUPYTER_NO_CONFIG": "1",
+           "TMPDIR": str(tmp_path)}
     done = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "db", "student", "list"],
                           capture_output=True, text=True, cwd=course, env=env, timeout=120)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
@@ -417,7 +419,8 @@ def test_nbgrader_s_own_command_stops_on_a_bad_course_toml(tmp_path):
 def test_every_verb_stops_on_a_bad_course_toml_with_its_one_line(tmp_path, verb):
     course = scratch_course(tmp_path, PREAMBLE + "[sandbox]\nmemory = \"4G\"\n")
     done = subprocess.run([str(Path(sys.executable).parent / "rbtutor"), *verb], capture_output=True, text=True,
-                          cwd=course, env={**os.environ, "JUPYTER_NO_CONFIG": "1"}, timeout=300)
+                          cwd=course, env={**os.environ, "JUPYTER_NO_CONFIG": "1", "TMPDIR": str(tmp_path)},
+                          timeout=300)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     [line] = done.stderr.splitlines()  # one line, whichever step of the verb read the file
     assert re.fullmatch(r'rbtutor(?: [a-z]+)?: course\.toml:7: sandbox\.memory: expected bytes as a whole number '
