@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from contextlib import asynccontextmanager
 from queue import Empty
 
@@ -85,7 +86,7 @@ def test_messages_before_the_wanted_one_are_set_aside(tmp_path):
 
 # --------------------------------------------------------------------------- messages: whose fault
 
-def run_bounded(tmp_path, sources: list[str]):
+def run_bounded(tmp_path, sources: list[str], **options):
     """The cells through BoundedExecute in a plain python3 kernel; return (notebook, event kinds, events)."""
     from nbformat.v4 import new_code_cell, new_notebook
 
@@ -93,7 +94,8 @@ def run_bounded(tmp_path, sources: list[str]):
 
     nb = new_notebook(cells=[new_code_cell(s) for s in sources])
     resources = {"nbgrader": {"student": "s", "assignment": "a", "notebook": "n"}}
-    runner = BoundedExecute(kernel_name="python3", report_dir=str(tmp_path), timeout=30, seed_key="")
+    options = {"timeout": 30, **options}
+    runner = BoundedExecute(kernel_name="python3", report_dir=str(tmp_path), seed_key="", **options)
     try:
         nb, resources = runner.preprocess(nb, resources)
     finally:
@@ -135,6 +137,31 @@ def test_a_message_that_does_not_decode_is_the_kernels_fault(tmp_path, content, 
     assert nb.cells[2].outputs[0].ename == "NotRun"
     assert kinds == ["message_malformed", "cells_not_run"], events
     assert why in events[0]["error"], events[0]
+
+
+def test_output_the_grader_is_slow_to_read_is_not_the_kernels_fault(tmp_path):
+    """The reply comes before the grader has read a large output: the output has until the cell's deadline
+    (CI, 2026-12-07: a 50 MB print took the loaded grader over nbclient's 4 s after the reply, and the
+    cells after it were not run). With no grace at all, only the cell's 30 s are left to read it."""
+    nb, kinds, events = run_bounded(tmp_path, ["print('x' * 20_000_000)", "print('after')"], output_grace=0.0)
+    assert nb.cells[1].outputs[0].text == "after\n", nb.cells[1].outputs
+    assert kinds == ["output_cut"], events
+
+
+def test_output_held_back_past_the_deadline_ends_the_notebook(tmp_path):
+    """A kernel that replies but never says it is idle keeps the cell open until its deadline and the grace,
+    not longer: the kernel is then unresponsive and the cells after it are not run."""
+    hold_back = ("kernel = get_ipython().kernel\n"
+                 "kernel._publish_status_and_flush = lambda *args, **kwargs: None\n"
+                 "kernel._publish_status = lambda *args, **kwargs: None")
+    start = time.monotonic()
+    nb, kinds, events = run_bounded(tmp_path, [hold_back, "print('after')"], timeout=6, output_grace=0.5)
+    seconds = time.monotonic() - start
+    assert "within the cell's time limit" in nb.cells[0].outputs[-1].evalue, nb.cells[0].outputs
+    assert nb.cells[1].outputs[0].ename == "NotRun"
+    assert kinds == ["kernel_unresponsive", "cells_not_run"], events
+    assert seconds >= 6.5, "the output had the cell's deadline and the grace, not the grace alone"
+    assert seconds < 60, "and no more than that, with the kernel's start and stop"
 
 
 def test_a_bug_of_the_grader_is_not_the_students_fault(tmp_path, monkeypatch):

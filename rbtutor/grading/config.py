@@ -179,6 +179,10 @@ class GradingConfig:
         None, unit="text", step="execute", where=("rbtutor.grading.execute:BoundedExecute.seed_key",),
         help="Key of each kernel's random seed; None takes the grader's random key in the course's "
              ".grading folder (never the variants salt, which a seed must not reveal).")
+    execute_output_grace: float = option(
+        4.0, unit="seconds", step="execute", where=("rbtutor.grading.execute:BoundedExecute.output_grace",),
+        help="Time a cell's remaining output has to arrive after the cell's deadline (nbclient's iopub_timeout, "
+             "which counts from the cell's reply instead).")
     execute_shutdown_kernel: str = option(
         "immediate", unit="graceful | immediate", step="execute", choices=("graceful", "immediate"),
         where=("rbtutor.grading.execute:BoundedExecute.shutdown_kernel",),

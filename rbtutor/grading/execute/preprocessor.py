@@ -128,6 +128,10 @@ class BoundedExecute(Events, Execute):
     # shutdown takes (the sandbox goes with it: bwrap's pid namespace ends with it).
     shutdown_kernel = Enum(["graceful", "immediate"], default_value=GRADING.execute_shutdown_kernel,
                            help="how the kernel is stopped after the notebook").tag(config=True)
+    output_grace = Float(GRADING.execute_output_grace, help="after a cell's reply, the time its remaining output "
+                         "has beyond the cell's deadline (nbclient's iopub_timeout)").tag(config=True)
+
+    _cell_deadline: float | None = None  # when the running cell's timeout ends (monotonic clock)
 
     def __init__(self, *args, **kwargs):
         # nbgrader's Execute passes jupyter_client's AsyncKernelManager; ours notices a killed kernel's end sooner
@@ -225,6 +229,7 @@ class BoundedExecute(Events, Execute):
 
     async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
         self._cell_helpers = (task_poll_output_msg, task_poll_kernel_alive)
+        self._cell_deadline = None if timeout is None else monotonic() + timeout
         return await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
                                                    task_poll_kernel_alive)
 
@@ -236,6 +241,17 @@ class BoundedExecute(Events, Execute):
             await end_tasks(self._cell_helpers)
 
     execute_cell = run_sync(async_execute_cell)
+
+    # Once a cell's reply is in, nbclient gives the output still queued ``iopub_timeout`` seconds
+    # (4 s) to arrive, then fails the cell. A kernel that printed 50 MB in time may still be in
+    # the grader's hands after 4 s on a busy machine, and that is not the kernel's fault. So the
+    # output may take until the cell's own deadline plus ``output_grace``: the grace is the time a
+    # kernel interrupted at the deadline has to send its traceback and go idle.
+
+    @property
+    def iopub_timeout(self) -> float:
+        left = 0.0 if self._cell_deadline is None else self._cell_deadline - monotonic()
+        return max(left, 0.0) + self.output_grace
 
     def _seed(self) -> int | None:
         """This submission's seed (:func:`kernel_seed`) under the configured or the grader's key; None
@@ -347,11 +363,13 @@ class BoundedExecute(Events, Execute):
                                            f"{index}; the notebook was stopped there", cell=index,
                                            grade_id=grade_id, error=cut(str(exc), 300)))
         except CellTimeoutError:
-            # No reply even after the interrupt: the kernel ignores interrupts, or it sent a message
-            # above max_message_bytes, which zmq dropped (the channel is then broken). Either way
-            # it no longer answers: the notebook ends here, as with a dead kernel.
-            reason = (f"it stopped answering (it ignored the interrupt, or sent a message above "
-                      f"{self.max_message_bytes} bytes, which was dropped)")
+            # No reply even after the interrupt (the kernel ignores interrupts, or it sent a message
+            # above max_message_bytes, which zmq dropped and so broke the channel), or a reply whose
+            # output did not end by the cell's deadline and output_grace. Either way the kernel no
+            # longer answers: the notebook ends here, as with a dead kernel.
+            reason = (f"it stopped answering (it ignored the interrupt, its output did not end "
+                      f"within the cell's time limit, or it sent a message above {self.max_message_bytes} "
+                      f"bytes, which was dropped)")
             self._stopped = f"not run: {reason}"
             cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: the kernel {reason}")]
             self._events_seen.append(event("kernel_unresponsive", f"cell {index}: the kernel stopped answering; the "
