@@ -321,11 +321,11 @@ class BoundedExecute(Events, Execute):
         return left if timeout is None else min(timeout, left)
 
     def _limit_message(self):
-        return f"not run: the notebook's time limit of {self.notebook_timeout:g} s was reached"
+        return f"the notebook's time limit of {self.notebook_timeout:g} s was reached"
 
     def _skip(self, cell, index):
         if cell.cell_type == "code" and cell.source.strip():
-            cell.outputs = [_not_run(self._stopped)]
+            cell.outputs = [_not_run(f"not run: {self._stopped}")]
             cell.execution_count = None
             self._not_run.append(index)
 
@@ -350,15 +350,15 @@ class BoundedExecute(Events, Execute):
             reason = _death_reason(self.km)
             if self._memory_kills(self._record_of_kernel(), index=index):
                 reason = "stopped: the kernel and its processes went over their memory limit"
-            self._stopped = f"not run: the kernel died ({reason})"
+            self._stopped = f"the kernel died ({reason})"
             cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"the kernel died while running "
                                                                       f"this cell ({reason})")]
             self._events_seen.append(event("kernel_died", f"the kernel died in cell {index} ({reason})",
                                             cell=index, grade_id=grade_id, reason=reason))
         except MalformedMessage as exc:
-            reason = "it sent a message the grader could not read"
-            self._stopped = f"not run: {reason}"
-            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: the kernel {reason}")]
+            reason = "the kernel sent a message the grader could not read"
+            self._stopped = reason
+            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: {reason}")]
             self._events_seen.append(event("message_malformed", f"the kernel sent a malformed message in cell "
                                            f"{index}; the notebook was stopped there", cell=index,
                                            grade_id=grade_id, error=cut(str(exc), 300)))
@@ -367,11 +367,11 @@ class BoundedExecute(Events, Execute):
             # above max_message_bytes, which zmq dropped and so broke the channel), or a reply whose
             # output did not end by the cell's deadline and output_grace. Either way the kernel no
             # longer answers: the notebook ends here, as with a dead kernel.
-            reason = (f"it stopped answering (it ignored the interrupt, its output did not end "
+            reason = (f"the kernel stopped answering (it ignored the interrupt, its output did not end "
                       f"within the cell's time limit, or it sent a message above {self.max_message_bytes} "
                       f"bytes, which was dropped)")
-            self._stopped = f"not run: {reason}"
-            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: the kernel {reason}")]
+            self._stopped = reason
+            cell.outputs = list(cell.get("outputs", [])) + [_not_run(f"this cell ended: {reason}")]
             self._events_seen.append(event("kernel_unresponsive", f"cell {index}: the kernel stopped answering; the "
                                            "notebook was stopped there", cell=index, grade_id=grade_id))
         else:
