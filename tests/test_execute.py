@@ -148,6 +148,18 @@ def test_output_the_grader_is_slow_to_read_is_not_the_kernels_fault(tmp_path):
     assert kinds == ["output_cut"], events
 
 
+def test_printed_text_is_kept_up_to_the_cell_and_notebook_budgets(tmp_path):
+    """Each cell keeps the first max_cell_output_bytes it prints, the notebook the first
+    max_notebook_output_bytes; the rest is dropped on arrival, counted, and said in a note."""
+    sources = ["print('a' * 600); print('b' * 600)", "print('c' * 1500)", "print('d' * 1000)", "print('e')"]
+    nb, kinds, events = run_bounded(tmp_path, sources, max_cell_output_bytes=1000, max_notebook_output_bytes=2500)
+    printed = ["".join(o.text for o in cell.outputs[:-1]) for cell in nb.cells]
+    assert printed == [("a" * 600 + "\n" + "b" * 600 + "\n")[:1000], "c" * 1000, "d" * 500, ""]
+    assert [e["dropped_bytes"] for e in events] == [202, 501, 501, 2], events
+    assert kinds == ["output_cut"] * 4
+    assert all("output cut while running" in cell.outputs[-1].text for cell in nb.cells)
+
+
 def test_output_held_back_past_the_deadline_ends_the_notebook(tmp_path):
     """A kernel that replies but never says it is idle keeps the cell open until its deadline and the grace,
     not longer: the kernel is then unresponsive and the cells after it are not run."""

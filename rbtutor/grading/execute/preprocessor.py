@@ -404,11 +404,29 @@ class BoundedExecute(Events, Execute):
     # --- byte guard on outputs as they arrive -------------------------------------
 
     def output(self, outs, msg, display_id, cell_index):
+        guarded = hasattr(self, "_cell_bytes")
+        if guarded and msg.get("msg_type") == "stream" and not self._fit_stream(msg["content"]):
+            return None
         out = super().output(outs, msg, display_id, cell_index)
-        if out is None or not hasattr(self, "_cell_bytes"):
+        if out is None or not guarded:
             return out
         self._guard(outs, out)
         return out
+
+    def _room(self) -> int:
+        return max(min(self.max_cell_output_bytes - self._cell_bytes,
+                       self.max_notebook_output_bytes - self._nb_bytes), 0)
+
+    def _fit_stream(self, content) -> bool:
+        """Cut a stream message's text to the room left before nbclient makes an output of it: nbformat
+        checks each new output against its schema, 0.27 s for a 50 MB line. False: no room at all."""
+        size = size_of(content["text"])  # a str: check_message saw to it
+        room = self._room()
+        if size <= room:
+            return True
+        self._cell_dropped += size - room
+        content["text"] = cut(content["text"], room)
+        return room > 0
 
     def _guard(self, outs, out):
         data = out.get("data") if isinstance(out.get("data"), dict) else None
@@ -420,17 +438,12 @@ class BoundedExecute(Events, Execute):
                 self._cell_answer_bytes += size
                 return
         size = output_size(out)
-        room = min(self.max_cell_output_bytes - self._cell_bytes,
-                   self.max_notebook_output_bytes - self._nb_bytes)
+        room = self._room()
         if size <= room:
             self._cell_bytes += size
             self._nb_bytes += size
             return
-        room = max(room, 0)
-        if out.get("output_type") == "stream" and room > 0:
-            out["text"] = cut(text_of(out.get("text", "")), room)
-            kept = room
-        elif out.get("output_type") == "error":
+        if out.get("output_type") == "error":  # (a stream was fitted before it became an output)
             out["evalue"] = cut(text_of(out.get("evalue", "")), 2000)
             out["traceback"] = [cut(text_of(out.get("traceback", [])), 4000)]
             kept = output_size(out)
