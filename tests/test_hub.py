@@ -48,6 +48,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from conftest import CHROMIUM, chromium_available
@@ -1222,9 +1223,15 @@ def built_book_sources(target: Path) -> Path:
 def restart_server(s: Session, while_stopped=None) -> None:
     """Stop the user's server from the hub's home page and start it again, as a user would; while it
     is stopped, ``while_stopped(user)`` runs (default: remove their copy of the book)."""
-    s.page.goto(f"{hubctl.URL}/hub/home")
+    # The home page binds its buttons once RequireJS has loaded its modules, after the page's load
+    # event: a click before that does nothing (ci49, 2026-12-07: no stop request reached the hub, and
+    # the test waited 60 s for a Start button). So wait for the network to go quiet, and see the stop
+    # request go out with the click.
+    s.page.goto(f"{hubctl.URL}/hub/home", wait_until="networkidle")
     if s.page.locator("#stop").is_visible():
-        s.page.click("#stop")
+        stop = f"/hub/api/users/{s.user}/server"  # (the hub's script adds its _xsrf token as a query)
+        with s.page.expect_request(lambda r: r.method == "DELETE" and urlsplit(r.url).path == stop, timeout=30_000):
+            s.page.click("#stop")
         # the home page renames its server button once the hub has stopped the server
         s.waited("Start My Server after Stop", lambda: s.page.wait_for_selector("#start:has-text('Start My Server')"))
     deadline = time.monotonic() + 60
