@@ -1,9 +1,12 @@
 """How the suite is shared out between pytest-xdist's workers (tests/conftest.py): the tests that
-use the machine's state, and only those, go to the one worker that runs them one after another."""
+use the machine's state, and only those, go to the one worker that runs them one after another;
+they are handed out first, the PDF's next, and the files that read the built book last."""
 
+import subprocess
+import sys
 import textwrap
 
-from conftest import MACHINE_TESTS, machine_tests, scope_of
+from conftest import MACHINE_TESTS, ROOT, machine_tests, scope_of
 
 
 def test_a_file_s_pytestmark_puts_all_its_tests_on_the_machine_s_worker():
@@ -40,3 +43,13 @@ def test_a_file_without_the_mark_is_its_own_unit():
     assert machine_tests('import pytest\n@pytest.mark.slow\ndef test_a(): pass\n') == set()
     assert scope_of("tests/test_judge.py::test_sign") == "tests/test_judge.py"
     assert scope_of("rbtutor/kinematics.py::rbtutor.kinematics.rotation") == "rbtutor/kinematics.py"
+
+
+def test_the_machine_s_tests_come_first_then_the_pdf_s_and_the_book_s_last():
+    """The order in which the scheduler hands the files out (pytest_collection_modifyitems), as collected."""
+    files = ["tests/test_book.py", "tests/test_library.py", "tests/test_pdf.py", "tests/test_hub.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    order = list(dict.fromkeys(line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line))
+    assert order == ["tests/test_hub.py", "tests/test_pdf.py", "tests/test_library.py", "tests/test_book.py"]
