@@ -116,13 +116,13 @@ def test_the_tasks_a_user_runs_are_counted_as_rlimit_nproc_counts_them():
     with subprocess.Popen(["/bin/sh", "-c", five], user=unused, group=unused, stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True, cwd="/") as shell, \
             subprocess.Popen([str(python), "-I", "-c", threads], user=unused, group=unused,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/") as python:
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/") as threaded:
         try:
-            assert shell.stdout.readline() == python.stdout.readline() == "up\n"
+            assert shell.stdout.readline() == threaded.stdout.readline() == "up\n"
             assert _tasks_of(unused) == by_task_folders(unused) == 9
         finally:
             shell.stdin.close()
-            python.stdin.close()
+            threaded.stdin.close()
     assert _tasks_of(unused) == 0
 
 
