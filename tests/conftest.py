@@ -140,6 +140,7 @@ def scope_of(nodeid: str) -> str:
     return "machine" if "*" in names or rest.split("[", 1)[0] in names else path
 
 
+PDF_TESTS = "test_pdf.py"  # the file that prints the book: handed out early, and it needs the book built
 HAS_MACHINE_TESTS = pytest.StashKey[bool]()  # whether this run's selection has any of the machine's tests
 NICED = pytest.StashKey[bool]()  # whether this worker has lowered its priority (pytest_runtest_setup)
 
@@ -180,13 +181,13 @@ def pytest_collection_modifyitems(config, items):
     def rank(item) -> int:
         if scope_of(item.nodeid) == "machine":
             return 0
-        if item.path.name == "test_pdf.py":  # the next longest chain: the book, its single page, three prints
+        if item.path.name == PDF_TESTS:  # the next longest chain: the book, its single page, three prints
             return 1
         return 3 if item.path in book_files else 2
 
     items.sort(key=rank)
     config.stash[HAS_MACHINE_TESTS] = any(rank(item) == 0 for item in items)
-    wants_book = book_files or any(item.path.name == "test_pdf.py" for item in items)  # its singlehtml waits for it
+    wants_book = book_files or any(item.path.name == PDF_TESTS for item in items)  # its singlehtml waits for it
     if wants_book and not os.environ.get(BOOK_HTML_ENV) and not config.option.collectonly:
         start_book_build(this_run())
 
