@@ -719,6 +719,34 @@ def test_the_run_s_zygote_ends_cleanly_when_the_run_does(monkeypatch):
     assert "RBTUTOR_ZYGOTE" not in os.environ
 
 
+def _start_zygote_in_a_fork(_: int) -> tuple[str | None, int]:
+    """In a forked worker: what ``start_zygote`` gives, and how many processes this worker started."""
+    from rbtutor.grading import sandbox
+
+    name = sandbox.start_zygote()
+    return name, len(Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split())
+
+
+def test_a_forked_worker_uses_the_run_s_zygote_instead_of_starting_its_own(monkeypatch):
+    """A grading worker is forked from the run, which holds the run's zygote: the worker's
+    ``start_zygote`` names that zygote and starts none of its own. (Each worker once started one,
+    1.3 CPU s apiece: the Popen copied into the child could not be polled from there, which read as
+    a zygote that had ended.)"""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from rbtutor.grading.sandbox import zygote_client
+
+    require_sandbox()
+    monkeypatch.delenv("RBTUTOR_ZYGOTE", raising=False)
+    monkeypatch.setattr(zygote_client, "_zygote", None)
+    with zygote_client.zygote_running() as name, \
+            ProcessPoolExecutor(2, mp_context=get_context("fork")) as pool:
+        assert name
+        answers = list(pool.map(_start_zygote_in_a_fork, range(4)))
+    assert answers == [(name, 0)] * 4
+
+
 def test_a_zygote_started_in_the_background_is_stopped_whether_awaited_or_not(monkeypatch):
     """``zygote_starting`` (a grading run works out the class's keys meanwhile): the run's
     environment names the zygote only once it is ready; the zygote is stopped at the end of the

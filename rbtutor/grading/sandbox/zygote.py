@@ -2,8 +2,9 @@
 
 Starting a grading kernel from nothing costs a new Python, ipykernel, numpy and scipy:
 about 0.3 CPU s per notebook, several times what a notebook's own code costs. A grading
-worker therefore starts one zygote (:func:`rbtutor.grading.sandbox.start_zygote`): a
-process that has imported those libraries once and never runs a student's code itself.
+run therefore starts one zygote (:func:`rbtutor.grading.sandbox.start_zygote`), which its
+workers share: a process that has imported those libraries once and never runs a student's
+code itself.
 For each notebook, the launcher (:mod:`rbtutor.grading.sandbox`) first starts that
 notebook's own bubblewrap sandbox, exactly as for a kernel started from nothing, with a
 placeholder in it; the zygote then forks a copy of itself that joins the sandbox's

@@ -25,7 +25,10 @@ from .plan import INNER_SOURCE, SandboxError, SandboxPlan, check_sandbox, drop_t
 # The sandbox's placeholder for a kernel started by the zygote: says it is ready (the sandbox is
 # set up), then waits for the kernel's exit status and exits with it (125 if none comes).
 PLACEHOLDER = 'echo; read -r status; exit "${status:-125}"'
-_zygote: tuple[subprocess.Popen, str] | None = None  # the zygote this process started, and its name
+# the zygote this process started, its name and the pid of the process that started it: a worker
+# forked from the run has a copy of this, but the zygote is its parent's (the copied Popen cannot
+# even be polled there: waitpid fails, and subprocess takes that for an ended process)
+_zygote: tuple[subprocess.Popen, str, int] | None = None
 
 
 def start_zygote(timeout: float = 120.0) -> str | None:
@@ -36,10 +39,11 @@ def start_zygote(timeout: float = 120.0) -> str | None:
     (kernels then start from nothing) where there is no sandbox or the zygote did not
     come up within ``timeout`` seconds. It ends with this process.
     """
-    if _zygote is not None and _zygote[0].poll() is None:
+    own = _zygote is not None and _zygote[2] == os.getpid()
+    if own and _zygote[0].poll() is None:
         os.environ["RBTUTOR_ZYGOTE"] = _zygote[1]
         return _zygote[1]
-    if _zygote is None and os.environ.get("RBTUTOR_ZYGOTE"):  # a parent's, such as the grading run's
+    if not own and os.environ.get("RBTUTOR_ZYGOTE"):  # a parent's, such as the grading run's
         return os.environ["RBTUTOR_ZYGOTE"]
     launched = _launch_zygote()
     return None if launched is None else _await_zygote(*launched, timeout)
@@ -81,7 +85,7 @@ def _await_zygote(process: subprocess.Popen, name: str, timeout: float) -> str |
               file=sys.stderr)
         return None
     value = f"{name}@{process.pid}"  # the launcher checks that this pid answers on the socket
-    _zygote = (process, value)
+    _zygote = (process, value, os.getpid())
     os.environ["RBTUTOR_ZYGOTE"] = value
     return value
 
