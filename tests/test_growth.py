@@ -314,6 +314,32 @@ def test_export_grades_runs_as_many_queries_for_a_large_class_as_for_a_small_one
     assert counts[3] == counts[30], f"expected the same number of queries, got {counts}"
 
 
+def test_the_class_report_reads_the_gradebook_in_as_many_queries_for_a_large_class(tmp_path, venv_on_path):
+    """The class report's reading of every submission and part (``_read_submissions``) costs the same
+    number of queries for 30 students as for 3, and gives each part the points nbgrader's own
+    ``Grade.max_score`` gives (a deferred column: read per grade, it was a query a part)."""
+    from nbgrader.api import Gradebook
+    from sqlalchemy import event
+
+    from rbtutor.course.class_report import _read_submissions
+
+    counts = {}
+    for students in (3, 30):
+        url = f"sqlite:///{tmp_path / f'gradebook{students}.db'}"
+        _gradebook(url, students)
+        gradebook, statements = Gradebook(url), []
+        event.listen(gradebook.engine, "before_cursor_execute", lambda *args, seen=statements: seen.append(args))
+        rows = _read_submissions(SimpleNamespace(gradebook=gradebook))
+        counts[students] = len(statements)
+        assert len(rows) == 2 * students
+        with Gradebook(url) as fresh:
+            expected = {(sub.student.id, sub.assignment.name, nb.name, g.name): g.max_score
+                        for a in fresh.assignments for sub in a.submissions for nb in sub.notebooks for g in nb.grades}
+        assert {(r["student"], r["assignment"], p["notebook"], p["grade_id"]): p["max_score"]
+                for r in rows for p in r["parts"]} == expected
+    assert counts[3] == counts[30], f"expected the same number of queries, got {counts}"
+
+
 def test_the_gradebook_is_read_one_assignment_at_a_time(tmp_path, venv_on_path):
     """grades.csv and the class report read every submission with its grades; the memory held
     while they do is one assignment's submissions, not the whole class's."""

@@ -46,7 +46,7 @@ from ..grading.report import REPORT_NAME, terminal_text
 from . import report_charts as charts
 from .export import class_grades
 from .grade_rows import each_submission
-from .hand_grades import hand_grade_problem
+from .hand_grades import hand_grade_problem, part_points
 from .layout import CourseLayout
 from .nbgrader import api
 
@@ -168,7 +168,7 @@ def _part(notebook: str, grade, refused: str | None) -> dict:
         score, to_grade, by_hand = grade.score, bool(grade.needs_manual_grade), grade.manual_score is not None
     else:
         score, to_grade, by_hand = grade.auto_score, grade.needs_manual_grade or grade.auto_score is None, False
-    return {"notebook": notebook, "grade_id": grade.name, "max_score": grade.max_score, "score": score,
+    return {"notebook": notebook, "grade_id": grade.name, "max_score": part_points(grade) or 0.0, "score": score,
             "to_grade": to_grade, "refused": refused, "autograded": grade.auto_score is not None and not by_hand}
 
 

@@ -35,7 +35,7 @@ def hand_grade_problem(grade) -> str | None:
     (:func:`rbtutor.course.grade.export_grades`, hence the LMS files, and the class report) treats such a part as still
     needing a grade: its hand grade is not counted, and is named, never written as ``inf`` or ``nan``.
     """
-    manual, extra, top = grade.manual_score, grade.extra_credit, _points(grade)
+    manual, extra, top = grade.manual_score, grade.extra_credit, part_points(grade)
     if manual is not None and not math.isfinite(manual):
         return f"hand grade {manual} is not a finite number"
     if manual is not None and top is not None and not 0 <= manual <= top:
@@ -47,8 +47,8 @@ def hand_grade_problem(grade) -> str | None:
     return None
 
 
-def _points(grade) -> float | None:
-    """The part's points, from its cell (loaded with the grade by
+def part_points(grade) -> float | None:
+    """The part's points (what nbgrader's ``Grade.max_score`` gives), from its cell (loaded with the grade by
     :func:`rbtutor.course.grade_rows.each_submission`; nbgrader's ``Grade.max_score`` is a deferred
     column that would cost a query per grade)."""
     cell = grade.cell
@@ -66,7 +66,7 @@ def refuse_entered(target, value, _old, initiator):
         raise ValueError(f"expected a number for the {initiator.key} of {target.name}, got {value!r}") from None
     if not math.isfinite(number):
         raise ValueError(f"expected a finite number for the {initiator.key} of {target.name}, got {value!r}")
-    top = _points(target)
+    top = part_points(target)
     if initiator.key == "manual_score" and top is not None and not 0 <= number <= top:
         raise ValueError(f"expected a {initiator.key} from 0 to {top:g} for {target.name}, got {value!r}")
     return value
@@ -93,7 +93,7 @@ def counted_score(grade) -> float:
     way to the autograded score (0 for a written part), refused extra credit counts nothing."""
     manual, extra = grade.manual_score, grade.extra_credit
     extra = extra if extra is not None and math.isfinite(extra) else 0.0
-    if manual is not None and math.isfinite(manual) and 0 <= manual <= (_points(grade) or 0):
+    if manual is not None and math.isfinite(manual) and 0 <= manual <= (part_points(grade) or 0):
         return manual + extra
     return grade.auto_score + extra if grade.auto_score is not None else 0.0
 
