@@ -90,3 +90,16 @@ def test_plots_draw(runs):
     r = runs["euler_angles"]
     for fig in (r.plot_trajectory().figure, r.plot_motion(), r.plot_energy()):
         assert fig.axes
+
+
+def test_scipy_is_loaded_only_when_a_motion_is_integrated():
+    """`import rbtutor` alone does not import SciPy; its integrating names load their module on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys, rbtutor; before = 'scipy' in sys.modules; from rbtutor import simulate; "
+            "import rbtutor.simulation as s, rbtutor.torque_free as t; "
+            "print(before, simulate is s.simulate, rbtutor.spin_stability is t.spin_stability, "
+            "rbtutor.SimulationResult is s.SimulationResult, set(rbtutor.__all__) <= set(dir(rbtutor)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "True", "True", "True"]
