@@ -6,6 +6,8 @@
   classmate whose numbers a wrong answer fits.
 * ``export_grades`` reads the gradebook in a fixed number of queries, whatever the number of
   submissions, and writes the same rows nbgrader's own relationships give.
+* The instructor's source notebooks are read once per process (:mod:`rbtutor.grading.sources`),
+  and the steps that share them leave them as read.
 """
 
 from __future__ import annotations
@@ -433,3 +435,66 @@ def test_each_notebook_s_row_lookups_use_an_index_not_a_scan(tmp_path, venv_on_p
     index_gradebook(engine)
     assert all("USING INDEX rbtutor_" in plan for plan in plans()), plans()
     engine.dispose()
+
+
+# --------------------------------------------------------------------------- the instructor's source notebooks
+
+
+def test_a_source_notebook_is_read_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    import nbformat
+    from nbformat.v4 import new_markdown_cell, new_notebook
+
+    from rbtutor.grading import sources
+
+    path = tmp_path / "problem03.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell("first")]), path)
+    reads, real = [], nbformat.read
+    monkeypatch.setattr(sources.nbformat, "read", lambda *args, **kw: reads.append(args[0]) or real(*args, **kw))
+    shared = sources.source_notebook(path)
+    assert sources.source_notebook(path) is shared
+    assert sources.source_notebook(str(path)) is shared
+    assert len(reads) == 1
+    nbformat.write(new_notebook(cells=[new_markdown_cell("other")]), path)  # the same size: the times tell
+    assert sources.source_notebook(path).cells[0].source == "other"
+    assert len(reads) == 2
+
+
+def test_the_steps_that_share_a_source_notebook_leave_it_as_read(tmp_path, monkeypatch):
+    """The intake (its source-copy check) and the grader's notes both read the shared notebook;
+    neither may change it, or the next submission would be judged against another source."""
+    import copy
+    import shutil
+
+    import nbformat
+
+    from rbtutor.course import CourseLayout
+    from rbtutor.course.grade.submission import source_notebooks
+    from rbtutor.grading import sources
+    from rbtutor.grading.grader_notes import GraderNotes
+    from rbtutor.grading.intake import take_in
+    from rbtutor.grading.sources import source_notebook
+
+    exercises = tmp_path / "exercises"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "exercises" / "problem03", exercises / "problem03",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    path = exercises / "problem03" / "problem03.ipynb"
+    shared = source_notebook(path)
+    before = copy.deepcopy(shared)
+    handed_in = tmp_path / "submitted"
+    handed_in.mkdir()
+    shutil.copyfile(path, handed_in / "problem03.ipynb")  # the source itself, handed in: refused as a copy
+    result = take_in(handed_in, tmp_path / "intake", sources={"problem03": shared})
+    assert "source_copy" in result.kinds()
+    nb, _ = GraderNotes(source_directory=str(exercises)).preprocess(
+        nbformat.read(path, as_version=4), {"nbgrader": {"assignment": "problem03", "notebook": "problem03"}})
+    assert any(cell.get("metadata", {}).get("rbtutor", {}).get("grader_note") for cell in nb.cells)
+    assert source_notebook(path) is shared
+    assert shared == before == nbformat.read(path, as_version=4)
+
+    def no_second_read(*args, **kw):
+        raise AssertionError(f"{args[0]} read again")
+
+    monkeypatch.setattr(sources.nbformat, "read", no_second_read)  # the next submission: from memory
+    assert source_notebooks(CourseLayout(tmp_path), "problem03") == {"problem03": shared}
+    GraderNotes(source_directory=str(exercises)).preprocess(
+        copy.deepcopy(before), {"nbgrader": {"assignment": "problem03", "notebook": "problem03"}})

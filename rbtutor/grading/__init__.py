@@ -30,7 +30,8 @@
 Beside the steps: :mod:`.config` declares every grading option once (limits, timeouts, seeds, the
 late share, the check limits) and the steps read their defaults from it; :mod:`.time_bound` puts a
 wall-time bound on a block of the grading process (a whole submission, one feedback page), in the
-main thread or in a Dask worker's task thread.
+main thread or in a Dask worker's task thread; :mod:`.sources` reads each of the instructor's
+source notebooks once per process, for the intake and the grader's notes.
 
 The threat model is in the manual's Operator guide (``book/manual/operator/security.md``):
 everything a student controls (files, names, links, sizes, their code and every message their

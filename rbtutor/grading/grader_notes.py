@@ -15,13 +15,13 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import nbformat
 from nbformat.v4 import new_markdown_cell, new_notebook
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
 from .mathml import cell_source, prerender_math
+from .sources import source_notebook
 
 __all__ = ["GRADER_NOTE", "DropGraderNotes", "DueDateNote", "GraderNotes", "due_date_note", "grader_note",
            "is_grader_note", "solution_text"]
@@ -102,7 +102,7 @@ class GraderNotes(NbGraderPreprocessor):
         path = Path(self.source_directory) / str(info.get("assignment")) / f"{info.get('notebook')}.ipynb"
         if not path.is_file():
             return nb, resources
-        source = {nbgrader_metadata(c).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells
+        source = {nbgrader_metadata(c).get("grade_id"): c for c in source_notebook(path).cells
                   if nbgrader_metadata(c).get("grade_id")}
         cells = []
         for cell in nb.cells:

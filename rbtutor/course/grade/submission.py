@@ -10,7 +10,6 @@ import shutil
 import time
 from pathlib import Path
 
-import nbformat
 from nbgrader.api import MissingEntry
 
 from ...grading.config import GRADING
@@ -18,6 +17,7 @@ from ...grading.execute import remove_tree
 from ...grading.intake import format_time, read_receipt, take_in
 from ...grading.report import event, record_events
 from ...grading.sandbox import start_zygote
+from ...grading.sources import source_notebook
 from ...grading.student_ids import check_id
 from ...grading.time_bound import time_bound
 from ..hand_grades import hand_grades_before_regrade, keep_hand_grades
@@ -32,10 +32,10 @@ INTAKE = "intake"  # under CourseLayout.scratch: the checked copies nbgrader gra
 
 
 def source_notebooks(layout: CourseLayout, assignment: str) -> dict[str, dict]:
-    """The instructor's source notebooks of ``assignment`` (for the intake's source-copy check)."""
+    """The instructor's source notebooks of ``assignment`` (for the intake's source-copy check), read
+    once per process while unchanged (:func:`~rbtutor.grading.sources.source_notebook`): read only."""
 
-    return {path.stem: nbformat.read(path, as_version=4)
-            for path in sorted((layout.exercises / assignment).glob("*.ipynb"))}
+    return {path.stem: source_notebook(path) for path in sorted((layout.exercises / assignment).glob("*.ipynb"))}
 
 
 def take_in_submission(layout: CourseLayout, assignment: str, student: str):
