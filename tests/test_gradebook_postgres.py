@@ -204,6 +204,54 @@ def test_in_one_submission_a_gradebook_is_set_up_once(backend, request, tmp_path
     assert engine.pool.checkedin() == 0
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_gradebook_already_set_up_is_only_looked_at(backend, request, tmp_path, monkeypatch):
+    """A submission's first Gradebook finds the tables and the course's row in two queries and runs
+    none of nbgrader's set-up; when the row or a table is missing, nbgrader's set-up makes it."""
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+    from sqlalchemy import event, inspect, text
+
+    from rbtutor.course.nbgrader import gradebooks_set_up_once, share_gradebook_engines
+
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    else:
+        url = request.getfixturevalue("postgres_server").create_database("looked_at")
+    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # undone after the test
+    monkeypatch.setattr(nbgrader.api.Gradebook, "__init__", nbgrader.api.Gradebook.__init__)
+    monkeypatch.setattr(nbgrader.api.Gradebook, "close", nbgrader.api.Gradebook.close)
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")  # alembic
+    share_gradebook_engines()
+    with Gradebook(url, course_id="rbtutor") as made:  # a new database: nbgrader's set-up makes it
+        made.add_student("ann")
+        engine = made.engine
+    checks, queries = [], []
+    real_check = nbgrader.api.Gradebook.check_course
+    monkeypatch.setattr(nbgrader.api.Gradebook, "check_course",
+                        lambda self, *a, **k: checks.append(1) or real_check(self, *a, **k))
+
+    def seen(connection, cursor, statement, *rest):
+        queries.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    with gradebooks_set_up_once(), Gradebook(url, course_id="rbtutor") as first:
+        assert len(queries) == 2
+        assert [s.id for s in first.students] == ["ann"]
+    assert checks == []
+    with engine.begin() as connection:  # the course's row and a table gone: both made again
+        connection.execute(text("DELETE FROM course WHERE id = 'rbtutor'"))
+        connection.execute(text("DROP TABLE task_cells"))
+    with gradebooks_set_up_once(), Gradebook(url, course_id="rbtutor") as again:
+        assert again.db.query(nbgrader.api.Course).filter_by(id="rbtutor").one()
+    assert checks == [1]
+    assert "task_cells" in inspect(engine).get_table_names()
+    with gradebooks_set_up_once(), Gradebook(url, course_id="another") as other:  # only the row missing
+        assert other.db.query(nbgrader.api.Course).filter_by(id="another").one()
+    assert checks == [1, 1]
+    event.remove(engine, "before_cursor_execute", seen)
+
+
 def test_export_and_class_report_read_the_postgresql_gradebook(collected, postgres_server, tmp_path):  # noqa: F811
     """A class graded into PostgreSQL: the Canvas file and the class report show its final scores."""
     import csv
