@@ -437,6 +437,36 @@ def test_each_notebook_s_row_lookups_use_an_index_not_a_scan(tmp_path, venv_on_p
     engine.dispose()
 
 
+@pytest.mark.parametrize("parts", [3, 15])
+def test_restore_reads_a_notebook_s_cells_in_one_query_whatever_their_number(tmp_path, venv_on_path, parts):
+    """RestoreCells takes each part's points and kind from the gradebook in one query, and gets what
+    nbgrader's own lists give (which load each grade cell's points with a query of its own)."""
+    from nbgrader.api import Gradebook
+    from sqlalchemy import event
+
+    from rbtutor.grading.restore import _cells_by_kind
+
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as gradebook:
+        gradebook.add_assignment("a1")
+        gradebook.add_notebook("nb", "a1")
+        for k in range(parts):
+            gradebook.add_grade_cell(f"p{k}", "nb", "a1", max_score=k + 0.5, cell_type="code" if k else "markdown")
+            if k % 2:
+                gradebook.add_solution_cell(f"p{k}", "nb", "a1")
+        gradebook.add_task_cell("task", "nb", "a1", max_score=3, cell_type="markdown")
+    with Gradebook(url) as gradebook:
+        notebook = gradebook.find_notebook("nb", "a1")
+        statements = []
+        event.listen(gradebook.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+        points, solutions, tasks = _cells_by_kind(gradebook, notebook)
+        assert len(statements) == 1
+        assert points == {c.name: float(c.max_score) for c in notebook.grade_cells}
+        assert points == {f"p{k}": k + 0.5 for k in range(parts)}
+        assert solutions == {c.name for c in notebook.solution_cells} == {f"p{k}" for k in range(1, parts, 2)}
+        assert tasks == {c.name for c in notebook.task_cells} == {"task"}
+
+
 # --------------------------------------------------------------------------- the instructor's source notebooks
 
 
