@@ -127,24 +127,35 @@ def test_two_graders_on_postgresql_give_the_sqlite_grades(collected, postgres_se
             assert submission.score == pytest.approx(sum(v[0] for (s, _), v in reference.items() if s == student))
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_gradebooks_share_one_engine_per_database(backend, request, tmp_path, monkeypatch):
-    """share_gradebook_engines: one engine (and its compiled statements) per database URL; a closed
-    Gradebook gives its connections back and the next one works as before."""
+def _shared_engines(backend: str, request, tmp_path, monkeypatch, database: str) -> str:
+    """A new gradebook database's URL (SQLite in ``tmp_path``, or ``database`` on the test's PostgreSQL
+    server), with nbgrader's gradebooks sharing engines (:func:`share_gradebook_engines`) until the
+    test ends."""
     import nbgrader.api
-    from nbgrader.api import Gradebook
 
     from rbtutor.course.nbgrader import share_gradebook_engines
 
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     else:
-        url = request.getfixturevalue("postgres_server").create_database("shared_engine")
+        url = request.getfixturevalue("postgres_server").create_database(database)
     monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # undone after the test
     monkeypatch.setattr(nbgrader.api.Gradebook, "__init__", nbgrader.api.Gradebook.__init__)
     monkeypatch.setattr(nbgrader.api.Gradebook, "close", nbgrader.api.Gradebook.close)
     monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")  # alembic
     share_gradebook_engines()
+    return url
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_gradebooks_share_one_engine_per_database(backend, request, tmp_path, monkeypatch):
+    """share_gradebook_engines: one engine (and its compiled statements) per database URL; a closed
+    Gradebook gives its connections back and the next one works as before."""
+    from nbgrader.api import Gradebook
+
+    from rbtutor.course.nbgrader import share_gradebook_engines
+
+    url = _shared_engines(backend, request, tmp_path, monkeypatch, "shared_engine")
     share_gradebook_engines()  # once is enough: a second call changes nothing
     with Gradebook(url, course_id="rbtutor") as first:
         first.add_student("ann")
@@ -169,17 +180,9 @@ def test_in_one_submission_a_gradebook_is_set_up_once(backend, request, tmp_path
     import nbgrader.api
     from nbgrader.api import Gradebook
 
-    from rbtutor.course.nbgrader import gradebooks_set_up_once, share_gradebook_engines
+    from rbtutor.course.nbgrader import gradebooks_set_up_once
 
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'gradebook.db'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database("set_up_once")
-    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # undone after the test
-    monkeypatch.setattr(nbgrader.api.Gradebook, "__init__", nbgrader.api.Gradebook.__init__)
-    monkeypatch.setattr(nbgrader.api.Gradebook, "close", nbgrader.api.Gradebook.close)
-    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")  # alembic
-    share_gradebook_engines()
+    url = _shared_engines(backend, request, tmp_path, monkeypatch, "set_up_once")
     checks = []
     real_check = nbgrader.api.Gradebook.check_course
     monkeypatch.setattr(nbgrader.api.Gradebook, "check_course",
@@ -212,17 +215,9 @@ def test_a_gradebook_already_set_up_is_only_looked_at(backend, request, tmp_path
     from nbgrader.api import Gradebook
     from sqlalchemy import event, inspect, text
 
-    from rbtutor.course.nbgrader import gradebooks_set_up_once, share_gradebook_engines
+    from rbtutor.course.nbgrader import gradebooks_set_up_once
 
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'gradebook.db'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database("looked_at")
-    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)  # undone after the test
-    monkeypatch.setattr(nbgrader.api.Gradebook, "__init__", nbgrader.api.Gradebook.__init__)
-    monkeypatch.setattr(nbgrader.api.Gradebook, "close", nbgrader.api.Gradebook.close)
-    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")  # alembic
-    share_gradebook_engines()
+    url = _shared_engines(backend, request, tmp_path, monkeypatch, "looked_at")
     with Gradebook(url, course_id="rbtutor") as made:  # a new database: nbgrader's set-up makes it
         made.add_student("ann")
         engine = made.engine
