@@ -169,6 +169,7 @@ def owner_check(config) -> bool:
 
 
 _ENGINES: dict = {}  # the shared engines, by URL and options
+_SET_UP: set | None = None  # (database URL, course id) set up inside gradebooks_set_up_once, or None outside
 
 
 def _set_up_already(db_url, course_id: str) -> bool:
@@ -187,7 +188,6 @@ def _set_up_already(db_url, course_id: str) -> bool:
             return False
         course = nbgrader.api.Course
         return connection.execute(select(course.id).where(course.id == course_id)).first() is not None
-_SET_UP: set | None = None  # (database URL, course id) set up inside gradebooks_set_up_once, or None outside
 
 
 def share_gradebook_engines() -> None:
@@ -228,8 +228,9 @@ def share_gradebook_engines() -> None:
                 _SET_UP.add(key)
             return
         _SET_UP.add(key)
-        # what nbgrader's __init__ does but its checks: the tables and the course's row were found
-        # by the first Gradebook of the block, and nothing of a grading run removes them
+        # what nbgrader's __init__ does but its checks: the tables and the course's row are there
+        # (found or made by the block's first Gradebook of this course), and nothing of a grading
+        # run removes them
         self.engine = nbgrader.api.create_engine(db_url, echo=False, future=True)
         self.db = scoped_session(sessionmaker(autoflush=True, bind=self.engine, future=True))
         self.course_id = course_id
