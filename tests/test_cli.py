@@ -74,6 +74,24 @@ def test_course_commands_do_without_the_iri_grammar():
     assert out.split() == ["True", "False"], out
 
 
+def test_a_course_verb_imports_only_what_it_runs(tmp_path):
+    """The course's command line loads nbgrader, nbconvert and SciPy only for a verb that uses them:
+    `rbtutor config` outside a course needs none of them, and a verb refused there stops before them."""
+    code = ("import sys\nfrom rbtutor.course.cli import main\n"
+            "status = main(sys.argv[1:], prog='rbtutor')\n"
+            "print([m for m in ('nbgrader', 'nbconvert', 'scipy') if m in sys.modules], file=sys.stderr)\n"
+            "sys.exit(status)")
+    config = subprocess.run([sys.executable, "-c", code, "config", "--json"], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert config.returncode == 0, config.stderr
+    assert json.loads(config.stdout)  # the defaults, all the same
+    assert config.stderr.strip().splitlines()[-1] == "[]"
+    report = subprocess.run([sys.executable, "-c", code, "report"], capture_output=True, text=True, cwd=tmp_path)
+    assert report.returncode == 2  # no course here: refused before any import
+    assert "course" in report.stderr
+    assert report.stderr.strip().splitlines()[-1] == "[]"
+
+
 # --------------------------------------------------------------------------- the rbtutor command
 
 RBTUTOR = Path(sys.executable).with_name("rbtutor")

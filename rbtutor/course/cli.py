@@ -45,14 +45,13 @@ import argparse
 import sys
 
 from ..command_line import BriefParser
-from .class_report import run_report
 from .cluster import grade_on_cluster
-from .export import run_export
 from .layout import CourseError, CourseLayout
 from .options import run_config
-from .release import release, release_grades
-from .render import render_course
 from .settings import SettingsError
+
+# The other verbs import their modules when they run: together those bring in nbgrader, nbconvert
+# and SciPy (2.2-2.8 CPU s, 2026-12-08), which `rbtutor config` and a refused verb never need.
 
 #: an example of each verb, shown at the end of its ``--help``
 EXAMPLES = {
@@ -150,6 +149,9 @@ def main(argv=None, prog: str = "python -m rbtutor.course") -> int:
 
 
 def _render(layout: CourseLayout, args, parser) -> int:
+    # deferred: 0.9 s to import (python -X importtime, 2026-12-08), needed only by this verb
+    from .render import render_course
+
     try:
         changed = render_course(layout, args.data)
     except (OSError, ValueError) as exc:
@@ -167,17 +169,23 @@ def _grade(layout: CourseLayout, args, parser) -> int:
         if args.jobs is not None:
             parser.error("--jobs and --scheduler exclude each other (a cluster has its own workers)")
         return grade_on_cluster(layout, args.scheduler)
-    # deferred: it brings in nbgrader (3.1 s to import, python -X importtime 2026-12-06), needed only here
+    # deferred: 2.8 s to import (python -X importtime, 2026-12-08), needed only by this verb
     from .grade import grade as run
 
     return run(layout, args.jobs)
 
 
 def _release(layout: CourseLayout, args, parser) -> int:
+    # deferred: 0.7 s to import (python -X importtime, 2026-12-08), needed only by this verb
+    from .release import release
+
     return release(layout, args.assignment, args.force)
 
 
 def _export(layout: CourseLayout, args, parser) -> int:
+    # deferred: 0.7 s to import (python -X importtime, 2026-12-08), needed only by this verb
+    from .export import run_export
+
     named = [a.strip() for a in args.assignments.split(",") if a.strip()] if args.assignments else None
     return run_export(layout, args.lms, args.roster, args.out, named, args.columns)
 
@@ -187,18 +195,21 @@ def _config(layout: CourseLayout | None, args, parser) -> int:
 
 
 def _report(layout: CourseLayout, args, parser) -> int:
+    # deferred: 1.4 s to import (python -X importtime, 2026-12-08), needed only by this verb
+    from .class_report import run_report
+
     return run_report(layout)
 
 
 def _collect(layout: CourseLayout, args, parser) -> int:
-    # deferred: it brings in nbgrader (3.1 s to import, python -X importtime 2026-12-06), needed only here
+    # deferred: 2.8 s to import (python -X importtime, 2026-12-08), needed only by this verb
     from .grade import collect
 
     return collect(layout, args.assignment, tuple(args.clear_planted))
 
 
 def _due(layout: CourseLayout, args, parser) -> int:
-    # deferred: it brings in nbgrader (3.1 s to import, python -X importtime 2026-12-06), needed only here
+    # deferred: 1.7 s to import (python -X importtime, 2026-12-08), needed only by this verb
     from .late import due_dates_table, read_due_dates
 
     if args.assignment is not None and args.assignment not in layout.assignments():
@@ -214,14 +225,14 @@ def _due(layout: CourseLayout, args, parser) -> int:
 
 
 def _try(layout: CourseLayout, args, parser) -> int:
-    # deferred: it brings in nbgrader (3.1 s to import, python -X importtime 2026-12-06), needed only here
+    # deferred: 2.6 s to import (python -X importtime, 2026-12-08), needed only by this verb
     from .trial import run_try
 
     return run_try(layout, args.assignment, args.into)
 
 
 def _similarity(layout: CourseLayout, args, parser) -> int:
-    # deferred: it brings in nbformat (2.0 s to import, python -X importtime 2026-12-06), needed only here
+    # deferred: 0.8 s to import (python -X importtime, 2026-12-08), needed only by this verb
     from .similarity import THRESHOLD, similarity_report
 
     try:
@@ -236,15 +247,16 @@ def _similarity(layout: CourseLayout, args, parser) -> int:
 
 
 def _generate(layout: CourseLayout, args, parser) -> int:
-    # deferred: it brings in nbgrader (3.1 s to import, python -X importtime 2026-12-06), needed only here
+    # deferred: 2.8 s to import (python -X importtime, 2026-12-08), needed only by this verb
     from .grade import generate
 
     return generate(layout)
 
 
 def _return_feedback(layout: CourseLayout, args, parser) -> int:
-    # deferred: it brings in nbgrader (3.1 s to import, python -X importtime 2026-12-06), needed only here
+    # deferred: 2.8 s to import (python -X importtime, 2026-12-08), needed only by this verb
     from .grade import return_feedback
+    from .release import release_grades  # deferred: 0.3 ms after .grade (python -X importtime, 2026-12-08)
 
     returned = return_feedback(layout)
     return max(returned, release_grades(layout))  # the grades to the LMS too, when the course has one
