@@ -110,7 +110,7 @@ def _run(verb: Verb, rest: list[str]) -> int:
 
         return answers([verb.name, *rest], prog=PROG)
     if verb.owner == "course":
-        from .course.cli import main as course  # deferred: 0.05 s (python -X importtime 2026-12-08)
+        from .course.cli import main as course  # deferred: 0.08 s (python -X importtime 2026-12-08)
 
         return course([verb.name, *rest], prog=PROG)
     if verb.owner == "lms":
